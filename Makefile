@@ -1,0 +1,61 @@
+# gridcity — build, run, test.
+SHELL := /bin/bash
+export PATH := $(shell go env GOPATH)/bin:$(PATH)
+GO ?= go
+BIN := bin
+MODULES := proto agent coordinator
+PROTOC_GEN_GO := v1.36.12
+PROTOC_GEN_GO_GRPC := v1.6.0
+
+.PHONY: all build run test unit e2e bench proto proto-check tidy-check vet fmt-check clean
+
+all: build
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/gridcity ./coordinator/cmd/gridcity
+	$(GO) build -o $(BIN)/gridcity-agent ./agent/cmd/gridcity-agent
+
+# run: a coordinator on its embedded store plus an agent for this machine.
+run: build
+	@scripts/run-local.sh
+
+# test: every check and every test; CI calls this.
+test: proto-check tidy-check vet fmt-check unit e2e
+
+unit:
+	$(GO) test -race -count=1 ./proto/... ./agent/... ./coordinator/...
+
+e2e: build
+	@scripts/e2e.sh
+
+bench: build
+	@scripts/bench.sh
+
+proto-tools:
+	@command -v protoc >/dev/null || { echo "protoc is missing: apt-get install protobuf-compiler"; exit 1; }
+	@$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO)
+	@$(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC)
+
+proto: proto-tools
+	cd proto && protoc -I . --go_out=. --go_opt=paths=source_relative \
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative gridcity/v1/*.proto
+
+# proto-check regenerates into a temporary tree and fails when the committed code drifted.
+proto-check: proto-tools
+	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; cp -r proto/gridcity $$tmp/; \
+	(cd $$tmp && protoc -I . --go_out=. --go_opt=paths=source_relative \
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative gridcity/v1/*.proto) && \
+	diff -r proto/gridcity $$tmp/gridcity || { echo "generated protobuf code drifted: run make proto and commit"; exit 1; }
+
+tidy-check:
+	@for m in $(MODULES); do (cd $$m && GOWORK=off $(GO) mod tidy -diff) || { echo "module $$m is not tidy: cd $$m && GOWORK=off go mod tidy"; exit 1; }; done
+
+vet:
+	$(GO) vet ./proto/... ./agent/... ./coordinator/...
+
+fmt-check:
+	@out=$$(gofmt -l proto agent coordinator); [ -z "$$out" ] || { echo "gofmt needed: $$out"; exit 1; }
+
+clean:
+	rm -rf $(BIN) .run

@@ -1,0 +1,7 @@
+module github.com/gridcity/gridcity/agent
+
+go 1.26.8
+
+require github.com/gridcity/gridcity/proto v0.0.0
+
+replace github.com/gridcity/gridcity/proto => ../proto
