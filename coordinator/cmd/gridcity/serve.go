@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/gridcity/gridcity/coordinator/internal/agentapi"
+	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
+	"github.com/gridcity/gridcity/coordinator/internal/pki"
+	"github.com/gridcity/gridcity/coordinator/internal/store"
+)
+
+// runtimeInfo is written to DATA/coordinator.json at start so that the CLI
+// (join, mcp) knows where the running coordinator listens.
+type runtimeInfo struct {
+	HTTP      string `json:"http"`
+	GRPC      string `json:"grpc"`
+	Advertise string `json:"advertise"`
+	TLS       bool   `json:"tls"`
+}
+
+func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", stderr)
+	data := dataFlag(fs)
+	httpAddr := fs.String("http", "127.0.0.1:4600", "HTTP address: /mcp, /healthz, /metrics and the app")
+	grpcAddr := fs.String("grpc", ":4601", "gRPC address the agents connect to (always TLS)")
+	advertise := fs.String("advertise", "", "HOST:PORT agents dial, as written into join lines (default: this host's first non-loopback address and the gRPC port)")
+	tlsCert := fs.String("tls-cert", "", "certificate file for HTTPS on --http")
+	tlsKey := fs.String("tls-key", "", "key file for HTTPS on --http")
+	publicHTTP := fs.Bool("public-http", false, "allow plain HTTP on a non-loopback --http address (put TLS in front of it)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	logger, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		return err
+	}
+	if (*tlsCert == "") != (*tlsKey == "") {
+		return errors.New("--tls-cert and --tls-key go together")
+	}
+	if !loopbackBind(*httpAddr) {
+		if *tlsCert == "" && !*publicHTTP {
+			return fmt.Errorf("--http %s is reachable from other hosts: give --tls-cert and --tls-key, or --public-http if a TLS proxy sits in front", *httpAddr)
+		}
+		logger.Warn("HTTP listens on a non-loopback address; the MCP endpoint and the app are reachable from the network", "http", *httpAddr)
+	}
+
+	st, err := store.OpenSQLite(ctx, *data)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	ca, err := pki.LoadOrCreate(ctx, st)
+	if err != nil {
+		return err
+	}
+	fl, err := fleet.New(ctx, st, logger)
+	if err != nil {
+		return fmt.Errorf("load fleet: %w", err)
+	}
+	api := agentapi.New(agentapi.DefaultConfig(), st, ca, fl, logger)
+	adv := *advertise
+	if adv == "" {
+		adv = defaultAdvertise(*grpcAddr)
+	}
+	gs, err := api.GRPCServer()
+	if err != nil {
+		return err
+	}
+	gl, err := net.Listen("tcp", *grpcAddr)
+	if err != nil {
+		return fmt.Errorf("listen for agents on %s: %w", *grpcAddr, err)
+	}
+	hl, err := net.Listen("tcp", *httpAddr)
+	if err != nil {
+		gl.Close()
+		return fmt.Errorf("listen for HTTP on %s: %w", *httpAddr, err)
+	}
+	info := runtimeInfo{HTTP: hl.Addr().String(), GRPC: gl.Addr().String(), Advertise: adv, TLS: *tlsCert != ""}
+	if err := writeJSONFile(filepath.Join(*data, "coordinator.json"), info, 0o644); err != nil {
+		return err
+	}
+	if _, created, err := ensureLocalToken(ctx, st, *data); err != nil {
+		return err
+	} else if created {
+		logger.Info("created the local MCP token; `gridcity mcp` prints it", "file", filepath.Join(*data, localTokenFile))
+	}
+
+	mux := http.NewServeMux()
+	deps := mcpserver.Deps{Fleet: fl, Store: st, Logger: logger}
+	mux.Handle("/mcp", mcpserver.Handler(deps, mcpserver.DefaultGuardConfig()))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"status": "ok", "version": version, "agentsConnected": len(api.Connected())})
+	})
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		servers := fl.Servers()
+		online := 0
+		for _, s := range servers {
+			if s.Online {
+				online++
+			}
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		fmt.Fprintf(w, "# HELP gridcity_servers Servers known to the coordinator, by status.\n# TYPE gridcity_servers gauge\n")
+		fmt.Fprintf(w, "gridcity_servers{status=\"online\"} %d\ngridcity_servers{status=\"offline\"} %d\n", online, len(servers)-online)
+	})
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	wg.Go(func() { fl.Run(ctx, 2*time.Second) })
+	wg.Go(func() {
+		if err := gs.Serve(gl); err != nil {
+			errs <- fmt.Errorf("gRPC server: %w", err)
+		}
+	})
+	wg.Go(func() {
+		var err error
+		if *tlsCert != "" {
+			err = hs.ServeTLS(hl, *tlsCert, *tlsKey)
+		} else {
+			err = hs.Serve(hl)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs <- fmt.Errorf("HTTP server: %w", err)
+		}
+	})
+	scheme := "http"
+	if info.TLS {
+		scheme = "https"
+	}
+	logger.Info("coordinator ready", "version", version, "mcp", scheme+"://"+info.HTTP+"/mcp", "grpc", info.GRPC, "advertise", adv, "ca_pin", ca.Pin(), "data", *data)
+	select {
+	case <-ctx.Done():
+	case err = <-errs:
+	}
+	logger.Info("coordinator stopping")
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	hs.Shutdown(sctx)
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-sctx.Done():
+		gs.Stop()
+	}
+	cancel()
+	wg.Wait()
+	return err
+}
+
+func loopbackBind(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// defaultAdvertise picks the address agents should dial: the gRPC host if it
+// is specific, else this host's first non-loopback IPv4 address.
+func defaultAdvertise(grpcAddr string) string {
+	host, port, err := net.SplitHostPort(grpcAddr)
+	if err != nil {
+		return grpcAddr
+	}
+	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+		return grpcAddr
+	}
+	ifaces, _ := net.Interfaces()
+	for _, ifc := range ifaces {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
+				return net.JoinHostPort(n.IP.String(), port)
+			}
+		}
+	}
+	return net.JoinHostPort("127.0.0.1", port)
+}
+
+func writeJSONFile(path string, v any, mode os.FileMode) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), mode); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return os.Rename(tmp, path)
+}
+
+func readRuntime(data string) (runtimeInfo, error) {
+	var info runtimeInfo
+	b, err := os.ReadFile(filepath.Join(data, "coordinator.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return info, fmt.Errorf("no coordinator has run with --data %s yet: start `gridcity serve --data %s` first", data, data)
+	}
+	if err != nil {
+		return info, err
+	}
+	return info, json.Unmarshal(b, &info)
+}
+

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
+	"github.com/gridcity/gridcity/coordinator/internal/store"
+)
+
+const localTokenFile = "mcp-token"
+
+func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("token", stderr)
+	data := dataFlag(fs)
+	scope := fs.String("scope", "operate", "read (read-only tools) or operate (every tool)")
+	asJSON := fs.Bool("json", false, `print {"name","scope","token"}`)
+	pos, err := interleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return errors.New("token: say create NAME, list or revoke NAME")
+	}
+	st, err := store.OpenSQLite(ctx, *data)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	switch {
+	case pos[0] == "create" && len(pos) == 2:
+		sc := store.Scope(*scope)
+		if sc != store.ScopeRead && sc != store.ScopeOperate {
+			return fmt.Errorf("--scope %q: use read or operate", *scope)
+		}
+		tok, err := createToken(ctx, st, pos[1], sc)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return json.NewEncoder(stdout).Encode(map[string]string{"name": pos[1], "scope": string(sc), "token": tok})
+		}
+		fmt.Fprintf(stdout, "Token %q (%s), shown once — keep it in your AI client's config:\n\n  %s\n", pos[1], sc, tok)
+		return nil
+	case pos[0] == "list" && len(pos) == 1:
+		ts, err := st.Tokens(ctx)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tSCOPE\tCREATED\tSTATE")
+		for _, t := range ts {
+			state := "active"
+			if !t.RevokedAt.IsZero() {
+				state = "revoked " + t.RevokedAt.Local().Format("2006-01-02 15:04")
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, t.Scope, t.CreatedAt.Local().Format("2006-01-02 15:04"), state)
+		}
+		return tw.Flush()
+	case pos[0] == "revoke" && len(pos) == 2:
+		if err := st.RevokeToken(ctx, pos[1], time.Now()); errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("no active token named %q; `gridcity token list` shows them", pos[1])
+		} else if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "Token %q revoked; clients using it now get 401.\n", pos[1])
+		return nil
+	}
+	return fmt.Errorf("token %s: say create NAME, list or revoke NAME", strings.Join(pos, " "))
+}
+
+func createToken(ctx context.Context, st store.Store, name string, scope store.Scope) (string, error) {
+	if name == "" || len(name) > 64 || strings.ContainsFunc(name, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return "", fmt.Errorf("token name %q: use 1–64 printable characters without spaces", name)
+	}
+	tok, err := randomToken()
+	if err != nil {
+		return "", err
+	}
+	tok = "gc_" + tok
+	err = st.CreateToken(ctx, store.Token{Name: name, Scope: scope, Hash: mcpserver.HashToken(tok), CreatedAt: time.Now()})
+	if errors.Is(err, store.ErrExists) {
+		return "", fmt.Errorf("a token named %q exists; revoke it first or choose another name", name)
+	}
+	return tok, err
+}
+
+// ensureLocalToken returns the token in DATA/mcp-token, creating the token
+// "local" (operate scope) when the file is missing or its token was revoked.
+// The file is the operator's credential, like a kubeconfig: mode 0600, and
+// the store keeps only its hash.
+func ensureLocalToken(ctx context.Context, st store.Store, data string) (string, bool, error) {
+	path := filepath.Join(data, localTokenFile)
+	if b, err := os.ReadFile(path); err == nil {
+		tok := strings.TrimSpace(string(b))
+		if _, err := st.TokenByHash(ctx, mcpserver.HashToken(tok)); err == nil {
+			return tok, false, nil
+		}
+	}
+	name := "local"
+	for i := 2; ; i++ {
+		tok, err := createToken(ctx, st, name, store.ScopeOperate)
+		if err == nil {
+			if err := os.WriteFile(path+".tmp", []byte(tok+"\n"), 0o600); err != nil {
+				return "", false, err
+			}
+			return tok, true, os.Rename(path+".tmp", path)
+		}
+		if !strings.Contains(err.Error(), "exists") || i > 100 {
+			return "", false, err
+		}
+		name = fmt.Sprintf("local-%d", i)
+	}
+}

@@ -1,0 +1,424 @@
+// Package agentapi is the coordinator's gRPC face to its agents: enrollment
+// with a join token, and the one long-lived mTLS stream per agent that
+// carries state in and settings (later commands and probes) out.
+package agentapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/pki"
+	"github.com/gridcity/gridcity/coordinator/internal/store"
+)
+
+// MaxMessageBytes bounds one message on the stream; a bigger one ends the
+// stream with ResourceExhausted.
+const MaxMessageBytes = 4 << 20
+
+// Config tunes the agent API. DefaultConfig gives the production values.
+type Config struct {
+	// IdleTimeout ends a stream that has been silent this long, so that a
+	// server whose network vanished is offline within it.
+	IdleTimeout time.Duration
+	// HelloTimeout bounds the wait for an agent's first message.
+	HelloTimeout time.Duration
+	// RevocationCheck is how often a live stream re-checks its certificate.
+	RevocationCheck time.Duration
+	// Settings are sent to every agent when its stream opens.
+	Settings *gridcityv1.Settings
+}
+
+// DefaultConfig: heartbeats every 5 s, a stream silent for 12 s is dropped
+// (offline within 15 s), cheap facts every 5 s.
+func DefaultConfig() Config {
+	return Config{
+		IdleTimeout:     12 * time.Second,
+		HelloTimeout:    10 * time.Second,
+		RevocationCheck: 30 * time.Second,
+		Settings: &gridcityv1.Settings{
+			FastIntervalSeconds:      5,
+			MediumIntervalSeconds:    30,
+			SlowIntervalSeconds:      300,
+			UpdatesIntervalSeconds:   1800,
+			HeartbeatIntervalSeconds: 5,
+		},
+	}
+}
+
+// Server implements gridcity.v1.AgentService.
+type Server struct {
+	gridcityv1.UnimplementedAgentServiceServer
+
+	cfg    Config
+	store  store.Store
+	ca     *pki.CA
+	fleet  *fleet.Fleet
+	logger *slog.Logger
+	now    func() time.Time
+
+	mu      sync.Mutex
+	streams map[string]*agentStream
+}
+
+type agentStream struct {
+	id     uint64
+	cancel context.CancelFunc
+	out    chan *gridcityv1.CoordinatorMessage
+}
+
+// New returns an agent API server.
+func New(cfg Config, st store.Store, ca *pki.CA, f *fleet.Fleet, logger *slog.Logger) *Server {
+	return &Server{cfg: cfg, store: st, ca: ca, fleet: f, logger: logger, now: time.Now, streams: map[string]*agentStream{}}
+}
+
+// GRPCServer returns a gRPC server with TLS from the CA, keepalives that
+// notice a dead peer in seconds, and the message size bound.
+func (s *Server) GRPCServer(extraNames ...string) (*grpc.Server, error) {
+	cert, err := s.ca.ServerCertificate(extraNames...)
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg := &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		// Enroll is the one call made before the agent has a certificate;
+		// Connect refuses a stream without a verified one.
+		ClientAuth: tls.VerifyClientCertIfGiven,
+		ClientCAs:  s.ca.Pool(),
+		MinVersion: tls.VersionTLS13,
+	}
+	gs := grpc.NewServer(
+		grpc.Creds(credentials.NewTLS(tlsCfg)),
+		grpc.MaxRecvMsgSize(MaxMessageBytes),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 5 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 4 * time.Second, PermitWithoutStream: true}),
+	)
+	gridcityv1.RegisterAgentServiceServer(gs, s)
+	return gs, nil
+}
+
+// HashToken is how join tokens are kept: sha256 of the token text.
+func HashToken(token string) []byte {
+	sum := sha256.Sum256([]byte(token))
+	return sum[:]
+}
+
+// Enroll trades a join token and a CSR for a client certificate.
+func (s *Server) Enroll(ctx context.Context, req *gridcityv1.EnrollRequest) (*gridcityv1.EnrollResponse, error) {
+	if req.GetJoinToken() == "" {
+		return nil, status.Error(codes.InvalidArgument, "enrollment without a join token: run `gridcity join` on the coordinator and use the join line it prints")
+	}
+	if err := pki.ValidName(req.GetName()); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "%v (set it with --name)", err)
+	}
+	der, serial, err := s.ca.SignAgent(req.GetCsrDer(), req.GetName())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "enrollment of %q refused: %v", req.GetName(), err)
+	}
+	now := s.now()
+	err = s.store.Enroll(ctx, HashToken(req.GetJoinToken()), now, store.Agent{Name: req.GetName(), Serial: serial, EnrolledAt: now})
+	switch {
+	case errors.Is(err, store.ErrTokenUnknown):
+		return nil, status.Error(codes.Unauthenticated, "join token unknown: it was mistyped or belongs to another coordinator; run `gridcity join` for a new one")
+	case errors.Is(err, store.ErrTokenExpired):
+		return nil, status.Error(codes.Unauthenticated, "join token expired: run `gridcity join` for a new one (--ttl sets its lifetime)")
+	case errors.Is(err, store.ErrTokenUsed):
+		return nil, status.Error(codes.Unauthenticated, "join token already used: each join line enrolls one agent; run `gridcity join` for another")
+	case errors.Is(err, store.ErrNameTaken):
+		return nil, status.Errorf(codes.AlreadyExists, "server name %q is already enrolled by another agent: choose another --name, or revoke the old one with `gridcity agents revoke %s`", req.GetName(), req.GetName())
+	case err != nil:
+		s.logger.Error("enrollment failed", "server", req.GetName(), "err", err)
+		return nil, status.Error(codes.Internal, "enrollment could not be recorded; see the coordinator's log")
+	}
+	s.logger.Info("agent enrolled", "server", req.GetName(), "serial", serial, "version", req.GetAgentVersion())
+	return &gridcityv1.EnrollResponse{CertificateDer: der, CaDer: s.ca.Cert().Raw, ServerName: pki.ServerName}, nil
+}
+
+// Connect serves one agent's stream.
+func (s *Server) Connect(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage, gridcityv1.CoordinatorMessage]) error {
+	ctx := stream.Context()
+	name, err := s.authenticate(ctx)
+	if err != nil {
+		return err
+	}
+	hello, err := s.receiveHello(stream, name)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	id := s.fleet.Connect(hello)
+	as := &agentStream{id: id, cancel: cancel, out: make(chan *gridcityv1.CoordinatorMessage, 64)}
+	s.mu.Lock()
+	if old := s.streams[name]; old != nil {
+		old.cancel() // the agent reconnected before its old stream was noticed dead
+	}
+	s.streams[name] = as
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if s.streams[name] == as {
+			delete(s.streams, name)
+		}
+		s.mu.Unlock()
+		s.fleet.Disconnect(name, id)
+	}()
+	log := s.logger.With("server", name)
+	log.Info("agent connected", "version", hello.GetAgentVersion(), "commands", hello.GetCommandsEnabled())
+
+	if err := stream.Send(&gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_Settings{Settings: s.cfg.Settings}}); err != nil {
+		return err
+	}
+	in := make(chan *gridcityv1.AgentMessage)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case in <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	idle := time.NewTimer(s.cfg.IdleTimeout)
+	defer idle.Stop()
+	// A revocation is made by another process (gridcity agents revoke), so
+	// live streams re-check their certificate now and then.
+	recheck := time.NewTicker(s.cfg.RevocationCheck)
+	defer recheck.Stop()
+	for {
+		select {
+		case <-recheck.C:
+			if _, err := s.authenticate(stream.Context()); err != nil {
+				log.Warn("agent stream ended", "reason", err)
+				return err
+			}
+		case <-ctx.Done():
+			log.Info("agent stream closed", "reason", context.Cause(ctx))
+			return status.Error(codes.Canceled, "stream replaced or coordinator stopping")
+		case err := <-recvErr:
+			log.Info("agent disconnected", "err", err)
+			return err
+		case <-idle.C:
+			log.Warn("agent silent; dropping its stream", "after", s.cfg.IdleTimeout)
+			return status.Errorf(codes.DeadlineExceeded, "no message for %s", s.cfg.IdleTimeout)
+		case m := <-as.out:
+			if err := stream.Send(m); err != nil {
+				return err
+			}
+		case m := <-in:
+			idle.Reset(s.cfg.IdleTimeout)
+			if err := s.handle(stream, name, id, m); err != nil {
+				log.Warn("agent message refused", "err", err)
+				return err
+			}
+		}
+	}
+}
+
+func (s *Server) handle(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage, gridcityv1.CoordinatorMessage], name string, id uint64, m *gridcityv1.AgentMessage) error {
+	switch b := m.Body.(type) {
+	case *gridcityv1.AgentMessage_State:
+		if err := ValidateState(b.State); err != nil {
+			return status.Errorf(codes.InvalidArgument, "state update from %s refused: %v", name, err)
+		}
+		s.fleet.Apply(name, id, b.State)
+	case *gridcityv1.AgentMessage_Heartbeat:
+		s.fleet.Touch(name, id)
+		return stream.Send(&gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_Heartbeat{Heartbeat: &gridcityv1.Heartbeat{SentUnixMs: s.now().UnixMilli()}}})
+	case *gridcityv1.AgentMessage_Hello:
+		return status.Error(codes.InvalidArgument, "hello sent twice on one stream")
+	case nil:
+		return status.Error(codes.InvalidArgument, "empty message: the agent and coordinator versions may not match")
+	default:
+		// Command events and probe results are handled by the features
+		// that send commands and probes; until then they are only touched.
+		s.fleet.Touch(name, id)
+	}
+	return nil
+}
+
+// authenticate returns the server name bound to the stream's verified client
+// certificate, refusing unknown, superseded and revoked certificates.
+func (s *Server) authenticate(ctx context.Context) (string, error) {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return "", status.Error(codes.Unauthenticated, "no peer information")
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.VerifiedChains[0]) == 0 {
+		return "", status.Error(codes.Unauthenticated, "a client certificate is required: enroll first with `gridcity-agent run --join \"JOIN LINE\"`")
+	}
+	leaf := ti.State.VerifiedChains[0][0]
+	name := leaf.Subject.CommonName
+	a, err := s.store.Agent(ctx, name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "", status.Errorf(codes.Unauthenticated, "certificate for %q is not known to this coordinator: enroll again with a new join line", name)
+	case err != nil:
+		s.logger.Error("read agent record", "server", name, "err", err)
+		return "", status.Error(codes.Unavailable, "coordinator store unavailable; retry")
+	case a.Revoked():
+		return "", status.Errorf(codes.PermissionDenied, "certificate for %q was revoked at %s: enroll again with a new join line from `gridcity join`", name, a.RevokedAt.Format(time.RFC3339))
+	case a.Serial != pki.SerialHex(leaf.SerialNumber):
+		return "", status.Errorf(codes.PermissionDenied, "certificate for %q was replaced by a newer enrollment: this agent's credentials are stale; enroll again", name)
+	}
+	return name, nil
+}
+
+func (s *Server) receiveHello(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage, gridcityv1.CoordinatorMessage], name string) (*gridcityv1.Hello, error) {
+	type result struct {
+		m   *gridcityv1.AgentMessage
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		m, err := stream.Recv()
+		ch <- result{m, err}
+	}()
+	var r result
+	select {
+	case r = <-ch:
+	case <-time.After(s.cfg.HelloTimeout):
+		return nil, status.Errorf(codes.DeadlineExceeded, "no hello within %s", s.cfg.HelloTimeout)
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	hello := r.m.GetHello()
+	if hello == nil {
+		return nil, status.Error(codes.InvalidArgument, "the first message on a stream must be hello")
+	}
+	if hello.GetName() != name {
+		return nil, status.Errorf(codes.PermissionDenied, "hello names %q but the certificate belongs to %q", hello.GetName(), name)
+	}
+	if err := validateHello(hello); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "hello from %s refused: %v", name, err)
+	}
+	return hello, nil
+}
+
+// Send queues a message for the named agent's stream.
+func (s *Server) Send(name string, m *gridcityv1.CoordinatorMessage) error {
+	s.mu.Lock()
+	as := s.streams[name]
+	s.mu.Unlock()
+	if as == nil {
+		return fmt.Errorf("server %q is not connected", name)
+	}
+	select {
+	case as.out <- m:
+		return nil
+	default:
+		return fmt.Errorf("server %q is not keeping up with its stream", name)
+	}
+}
+
+// Connected reports the names of servers with a live stream.
+func (s *Server) Connected() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.streams))
+	for n := range s.streams {
+		out = append(out, n)
+	}
+	return out
+}
+
+func validateHello(h *gridcityv1.Hello) error {
+	for _, f := range []struct {
+		name, v string
+		max     int
+	}{{"agent_version", h.GetAgentVersion(), 64}, {"run_as", h.GetRunAs(), 64}, {"district", h.GetDistrict(), 128}} {
+		if len(f.v) > f.max {
+			return fmt.Errorf("%s is %d bytes; at most %d", f.name, len(f.v), f.max)
+		}
+	}
+	if len(h.GetCapabilities()) > 32 {
+		return fmt.Errorf("%d capabilities; at most 32", len(h.GetCapabilities()))
+	}
+	return nil
+}
+
+// Limits on what one state update may hold. They are far above any real
+// host and keep a broken or hostile agent from filling the coordinator.
+const (
+	maxItems  = 4096
+	maxString = 1024
+)
+
+// ValidateState bounds the sections of a state update.
+func ValidateState(u *gridcityv1.StateUpdate) error {
+	counts := []struct {
+		name string
+		n    int
+	}{
+		{"disks", len(u.GetDisks().GetItems())},
+		{"listeners", len(u.GetListeners().GetItems())},
+		{"connections", len(u.GetConnections().GetItems())},
+		{"failed units", len(u.GetFailedUnits().GetItems())},
+		{"containers", len(u.GetContainers().GetItems())},
+		{"gaps", len(u.GetGaps().GetItems())},
+		{"security packages", len(u.GetUpdates().GetSecurityPackages())},
+	}
+	for _, c := range counts {
+		if c.n > maxItems {
+			return fmt.Errorf("%d %s; at most %d are accepted", c.n, c.name, maxItems)
+		}
+	}
+	var long []string
+	check := func(field, v string) {
+		if len(v) > maxString && len(long) < 3 {
+			long = append(long, fmt.Sprintf("%s (%d bytes)", field, len(v)))
+		}
+	}
+	h := u.GetHost()
+	check("host.hostname", h.GetHostname())
+	check("host.os", h.GetOs())
+	check("host.kernel", h.GetKernel())
+	for _, d := range u.GetDisks().GetItems() {
+		check("disk.mount", d.GetMount())
+		check("disk.device", d.GetDevice())
+	}
+	for _, l := range u.GetListeners().GetItems() {
+		check("listener.process", l.GetProcess())
+		check("listener.address", l.GetAddress())
+	}
+	for _, un := range u.GetFailedUnits().GetItems() {
+		check("unit.name", un.GetName())
+		check("unit.description", un.GetDescription())
+	}
+	for _, c := range u.GetContainers().GetItems() {
+		check("container.name", c.GetName())
+		check("container.image", c.GetImage())
+		check("container.status", c.GetStatus())
+	}
+	for _, g := range u.GetGaps().GetItems() {
+		check("gap.check", g.GetCheck())
+		check("gap.reason", g.GetReason())
+	}
+	if len(long) > 0 {
+		return fmt.Errorf("fields longer than %d bytes: %s", maxString, strings.Join(long, ", "))
+	}
+	return nil
+}

@@ -1,0 +1,306 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"golang.org/x/time/rate"
+
+	"github.com/gridcity/gridcity/coordinator/internal/store"
+)
+
+// GuardConfig bounds what reaches the MCP server.
+type GuardConfig struct {
+	// MaxBodyBytes: a bigger request body is refused with 413.
+	MaxBodyBytes int64
+	// RatePerToken and BurstPerToken limit each token's requests (429 past it).
+	RatePerToken  rate.Limit
+	BurstPerToken int
+	// RateFailedAuth and BurstFailedAuth limit requests with a missing or
+	// wrong token per remote address, so tokens cannot be guessed quickly.
+	RateFailedAuth  rate.Limit
+	BurstFailedAuth int
+	// AllowedOrigins are browser origins (scheme://host:port) allowed besides
+	// loopback ones; browsers are not MCP clients, so normally none.
+	AllowedOrigins []string
+}
+
+// DefaultGuardConfig: 1 MiB bodies, 50 requests/s per token (bursts of
+// 200, for a client that lists and calls everything at once), 5 failed
+// authentications/s per address.
+func DefaultGuardConfig() GuardConfig {
+	return GuardConfig{
+		MaxBodyBytes:    1 << 20,
+		RatePerToken:    50,
+		BurstPerToken:   200,
+		RateFailedAuth:  5,
+		BurstFailedAuth: 20,
+	}
+}
+
+// HashToken is how MCP tokens are kept: sha256 of the token text.
+func HashToken(token string) []byte {
+	sum := sha256.Sum256([]byte(token))
+	return sum[:]
+}
+
+// Caller is who is calling a tool: the token's name and scope and the
+// client's own name from X-Agent-Client.
+type Caller struct {
+	Token  string
+	Scope  store.Scope
+	Client string
+}
+
+type callerKey struct{}
+
+// CallerFrom returns the caller attached by the guard.
+func CallerFrom(ctx context.Context) (Caller, bool) {
+	c, ok := ctx.Value(callerKey{}).(Caller)
+	return c, ok
+}
+
+// ClientName cleans the X-Agent-Client header for display and logs: printable,
+// at most 64 characters, "unknown" when absent.
+func ClientName(h http.Header) string {
+	v := strings.TrimSpace(h.Get("X-Agent-Client"))
+	v = strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) {
+			return r
+		}
+		return -1
+	}, v)
+	if len([]rune(v)) > 64 {
+		v = string([]rune(v)[:64])
+	}
+	if v == "" {
+		return "unknown"
+	}
+	return v
+}
+
+type limiters struct {
+	mu   sync.Mutex
+	rate rate.Limit
+	b    int
+	m    map[string]*limiterEntry
+}
+
+type limiterEntry struct {
+	l    *rate.Limiter
+	used time.Time
+}
+
+func newLimiters(r rate.Limit, b int) *limiters {
+	return &limiters{rate: r, b: b, m: map[string]*limiterEntry{}}
+}
+
+func (ls *limiters) allow(key string) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	now := time.Now()
+	e := ls.m[key]
+	if e == nil {
+		if len(ls.m) > 10000 { // forget idle keys so the map cannot grow without bound
+			for k, v := range ls.m {
+				if now.Sub(v.used) > time.Minute {
+					delete(ls.m, k)
+				}
+			}
+		}
+		e = &limiterEntry{l: rate.NewLimiter(ls.rate, ls.b)}
+		ls.m[key] = e
+	}
+	e.used = now
+	return e.l.AllowN(now, 1)
+}
+
+// Guard wraps next (the MCP handler) with, in order: Host and Origin checks
+// (403), the body limit (413), bearer-token authentication against the
+// hashed tokens in the store (401), and a per-token rate limit (429).
+func Guard(next http.Handler, st store.Store, cfg GuardConfig, logger *slog.Logger) http.Handler {
+	perToken := newLimiters(cfg.RatePerToken, cfg.BurstPerToken)
+	failed := newLimiters(cfg.RateFailedAuth, cfg.BurstFailedAuth)
+	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
+		t, err := st.TokenByHash(ctx, HashToken(token))
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("%w: unknown or revoked token; `gridcity mcp` prints a valid one", auth.ErrInvalidToken)
+		}
+		if err != nil {
+			logger.Error("token lookup failed", "err", err)
+			return nil, errors.New("token lookup failed")
+		}
+		return &auth.TokenInfo{UserID: "token:" + t.Name, Scopes: []string{string(t.Scope)}, Extra: map[string]any{"name": t.Name}}, nil
+	}
+	authed := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ti := auth.TokenInfoFromContext(r.Context())
+			name, _ := ti.Extra["name"].(string)
+			if !perToken.allow(name) {
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, "rate limit exceeded for token "+name+"; slow down and retry", http.StatusTooManyRequests)
+				return
+			}
+			scope := store.ScopeRead
+			if len(ti.Scopes) > 0 {
+				scope = store.Scope(ti.Scopes[0])
+			}
+			c := Caller{Token: name, Scope: scope, Client: ClientName(r.Header)}
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
+		}))
+
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w}
+		start := time.Now()
+		defer func() {
+			logger.Debug("mcp request", "method", r.Method, "status", rec.code(), "client", ClientName(r.Header), "remote", r.RemoteAddr, "took", time.Since(start))
+		}()
+		if msg := checkHostOrigin(r, cfg.AllowedOrigins); msg != "" {
+			logger.Warn("mcp request refused", "reason", msg, "remote", r.RemoteAddr, "client", ClientName(r.Header))
+			http.Error(rec, msg, http.StatusForbidden)
+			return
+		}
+		if r.ContentLength > cfg.MaxBodyBytes {
+			http.Error(rec, fmt.Sprintf("request body of %d bytes is over the limit of %d", r.ContentLength, cfg.MaxBodyBytes), http.StatusRequestEntityTooLarge)
+			return
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			body, err := io.ReadAll(io.LimitReader(r.Body, cfg.MaxBodyBytes+1))
+			if err != nil {
+				http.Error(rec, "reading request body: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			if int64(len(body)) > cfg.MaxBodyBytes {
+				http.Error(rec, fmt.Sprintf("request body is over the limit of %d bytes", cfg.MaxBodyBytes), http.StatusRequestEntityTooLarge)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		// Requests that fail authentication are rate limited per address.
+		probe := &statusRecorder{ResponseWriter: rec}
+		if !hasBearer(r) {
+			if !failed.allow(remoteHost(r)) {
+				http.Error(rec, "too many unauthenticated requests; retry later", http.StatusTooManyRequests)
+				return
+			}
+		}
+		authed.ServeHTTP(probe, r)
+		if probe.code() == http.StatusUnauthorized {
+			failed.allow(remoteHost(r))
+		}
+	})
+}
+
+func hasBearer(r *http.Request) bool {
+	f := strings.Fields(r.Header.Get("Authorization"))
+	return len(f) == 2 && strings.EqualFold(f[0], "bearer")
+}
+
+// checkHostOrigin returns why a request must be refused, or "".
+//
+// DNS rebinding: a page on evil.example resolves its name to 127.0.0.1 and
+// calls the endpoint; the request arrives on loopback with Host
+// evil.example. Cross-origin: any page calls the endpoint with its own
+// Origin. Both are refused.
+func checkHostOrigin(r *http.Request, allowed []string) string {
+	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if local != nil && isLoopbackAddr(local.String()) && !isLoopbackHost(r.Host) {
+		return fmt.Sprintf("Host %q is not a loopback name on a loopback connection (possible DNS rebinding); use http://127.0.0.1 or http://localhost", r.Host)
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return ""
+	}
+	for _, a := range allowed {
+		if strings.EqualFold(origin, a) {
+			return ""
+		}
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return fmt.Sprintf("Origin %q is not a valid origin", origin)
+	}
+	if isLoopbackHost(u.Host) && isLoopbackHost(r.Host) {
+		return ""
+	}
+	return fmt.Sprintf("Origin %q may not call this endpoint; MCP clients send no Origin, and browsers from other sites are refused", origin)
+}
+
+func isLoopbackAddr(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func isLoopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func remoteHost(r *http.Request) string {
+	h, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return h
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusRecorder) code() int {
+	if s.status == 0 {
+		return http.StatusOK
+	}
+	return s.status
+}
+
+// Flush keeps server-sent event streams working through the recorder.
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }

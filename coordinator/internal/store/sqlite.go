@@ -1,0 +1,401 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// SQLite is the embedded engine, one file in the data directory.
+type SQLite struct {
+	db *sql.DB
+}
+
+var _ Store = (*SQLite)(nil)
+
+// migrations run in order; each is applied once and recorded in
+// schema_version. Append, never edit.
+var migrations = []string{
+	`CREATE TABLE join_tokens (
+		hash BLOB PRIMARY KEY,
+		created_at INTEGER NOT NULL,
+		expires_at INTEGER NOT NULL,
+		single_use INTEGER NOT NULL,
+		used_at INTEGER NOT NULL DEFAULT 0,
+		used_by TEXT NOT NULL DEFAULT ''
+	);
+	CREATE TABLE agents (
+		name TEXT PRIMARY KEY,
+		serial TEXT NOT NULL,
+		enrolled_at INTEGER NOT NULL,
+		revoked_at INTEGER NOT NULL DEFAULT 0
+	);
+	CREATE TABLE servers (
+		name TEXT PRIMARY KEY,
+		state BLOB NOT NULL,
+		hello BLOB NOT NULL,
+		last_seen INTEGER NOT NULL
+	);
+	CREATE TABLE metrics (
+		server TEXT NOT NULL,
+		at INTEGER NOT NULL,
+		cpu REAL NOT NULL,
+		mem REAL NOT NULL,
+		load1 REAL NOT NULL
+	);
+	CREATE INDEX metrics_server_at ON metrics(server, at);
+	CREATE TABLE tokens (
+		name TEXT PRIMARY KEY,
+		scope TEXT NOT NULL,
+		hash BLOB NOT NULL UNIQUE,
+		created_at INTEGER NOT NULL,
+		revoked_at INTEGER NOT NULL DEFAULT 0
+	);
+	CREATE TABLE blobs (
+		key TEXT PRIMARY KEY,
+		value BLOB NOT NULL
+	);`,
+}
+
+// OpenSQLite opens (creating if needed) the store at dir/gridcity.db.
+func OpenSQLite(ctx context.Context, dir string) (*SQLite, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, "gridcity.db")
+	// busy_timeout lets the CLI (gridcity join, token …) write while serve runs.
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	s := &SQLite{db: db}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("prepare %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("restrict %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func (s *SQLite) migrate(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
+		return err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var v int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&v); err != nil {
+		return err
+	}
+	if v > len(migrations) {
+		return fmt.Errorf("database schema version %d is newer than this gridcity (%d): upgrade gridcity", v, len(migrations))
+	}
+	for i := v; i < len(migrations); i++ {
+		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+			return fmt.Errorf("migration %d: %w", i+1, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version(version) VALUES (?)`, i+1); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+func (s *SQLite) Close() error { return s.db.Close() }
+
+func ms(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func fromMs(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}
+
+func (s *SQLite) CreateJoinToken(ctx context.Context, t JoinToken) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO join_tokens(hash, created_at, expires_at, single_use) VALUES (?,?,?,?)`,
+		t.Hash, ms(t.CreatedAt), ms(t.ExpiresAt), t.SingleUse)
+	if err != nil {
+		return fmt.Errorf("record join token: %w", err)
+	}
+	return nil
+}
+
+func (s *SQLite) Enroll(ctx context.Context, tokenHash []byte, now time.Time, a Agent) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var expires, usedAt int64
+	var single bool
+	err = tx.QueryRowContext(ctx, `SELECT expires_at, single_use, used_at FROM join_tokens WHERE hash = ?`, tokenHash).Scan(&expires, &single, &usedAt)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return ErrTokenUnknown
+	case err != nil:
+		return err
+	case now.UnixMilli() >= expires:
+		return ErrTokenExpired
+	case single && usedAt != 0:
+		return ErrTokenUsed
+	}
+	var revoked int64
+	err = tx.QueryRowContext(ctx, `SELECT revoked_at FROM agents WHERE name = ?`, a.Name).Scan(&revoked)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return err
+	case revoked == 0:
+		return ErrNameTaken
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE join_tokens SET used_at = ?, used_by = ? WHERE hash = ?`, ms(now), a.Name, tokenHash); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO agents(name, serial, enrolled_at, revoked_at) VALUES (?,?,?,0)
+		ON CONFLICT(name) DO UPDATE SET serial = excluded.serial, enrolled_at = excluded.enrolled_at, revoked_at = 0`,
+		a.Name, a.Serial, ms(a.EnrolledAt)); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func (s *SQLite) Agent(ctx context.Context, name string) (Agent, error) {
+	a := Agent{Name: name}
+	var enrolled, revoked int64
+	err := s.db.QueryRowContext(ctx, `SELECT serial, enrolled_at, revoked_at FROM agents WHERE name = ?`, name).Scan(&a.Serial, &enrolled, &revoked)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Agent{}, ErrNotFound
+	}
+	if err != nil {
+		return Agent{}, fmt.Errorf("read agent %q: %w", name, err)
+	}
+	a.EnrolledAt, a.RevokedAt = fromMs(enrolled), fromMs(revoked)
+	return a, nil
+}
+
+func (s *SQLite) Agents(ctx context.Context) ([]Agent, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT name, serial, enrolled_at, revoked_at FROM agents ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Agent
+	for rows.Next() {
+		var a Agent
+		var enrolled, revoked int64
+		if err := rows.Scan(&a.Name, &a.Serial, &enrolled, &revoked); err != nil {
+			return nil, err
+		}
+		a.EnrolledAt, a.RevokedAt = fromMs(enrolled), fromMs(revoked)
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+func (s *SQLite) RevokeAgent(ctx context.Context, name string, at time.Time) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE agents SET revoked_at = ? WHERE name = ? AND revoked_at = 0`, ms(at), name)
+	if err != nil {
+		return fmt.Errorf("revoke agent %q: %w", name, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+func (s *SQLite) SaveServers(ctx context.Context, servers []ServerRecord) error {
+	if len(servers) == 0 {
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	stmt, err := tx.PrepareContext(ctx, `INSERT INTO servers(name, state, hello, last_seen) VALUES (?,?,?,?)
+		ON CONFLICT(name) DO UPDATE SET state = excluded.state, hello = excluded.hello, last_seen = excluded.last_seen`)
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	for _, r := range servers {
+		if _, err := stmt.ExecContext(ctx, r.Name, r.State, r.Hello, ms(r.LastSeen)); err != nil {
+			return fmt.Errorf("save server %q: %w", r.Name, err)
+		}
+	}
+	return tx.Commit()
+}
+
+func (s *SQLite) Servers(ctx context.Context) ([]ServerRecord, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT name, state, hello, last_seen FROM servers ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ServerRecord
+	for rows.Next() {
+		var r ServerRecord
+		var seen int64
+		if err := rows.Scan(&r.Name, &r.State, &r.Hello, &seen); err != nil {
+			return nil, err
+		}
+		r.LastSeen = fromMs(seen)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func (s *SQLite) AppendMetrics(ctx context.Context, samples []MetricSample, keep int) error {
+	if len(samples) == 0 {
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	stmt, err := tx.PrepareContext(ctx, `INSERT INTO metrics(server, at, cpu, mem, load1) VALUES (?,?,?,?,?)`)
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	touched := map[string]bool{}
+	for _, m := range samples {
+		if _, err := stmt.ExecContext(ctx, m.Server, ms(m.At), m.CPUPercent, m.MemoryPercent, m.Load1); err != nil {
+			return fmt.Errorf("append metric for %q: %w", m.Server, err)
+		}
+		touched[m.Server] = true
+	}
+	for server := range touched {
+		// Keep the newest `keep` samples: delete everything older than the keep-th.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM metrics WHERE server = ? AND at < (
+			SELECT at FROM metrics WHERE server = ? ORDER BY at DESC LIMIT 1 OFFSET ?)`, server, server, keep-1); err != nil {
+			return fmt.Errorf("prune metrics for %q: %w", server, err)
+		}
+	}
+	return tx.Commit()
+}
+
+func (s *SQLite) Metrics(ctx context.Context, server string, limit int) ([]MetricSample, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT at, cpu, mem, load1 FROM metrics WHERE server = ? ORDER BY at DESC LIMIT ?`, server, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []MetricSample
+	for rows.Next() {
+		m := MetricSample{Server: server}
+		var at int64
+		if err := rows.Scan(&at, &m.CPUPercent, &m.MemoryPercent, &m.Load1); err != nil {
+			return nil, err
+		}
+		m.At = fromMs(at)
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+func (s *SQLite) CreateToken(ctx context.Context, t Token) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var revoked int64
+	err = tx.QueryRowContext(ctx, `SELECT revoked_at FROM tokens WHERE name = ?`, t.Name).Scan(&revoked)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return err
+	case revoked == 0:
+		return ErrExists
+	}
+	// A revoked token's name may be reused; the old hash is dropped with it.
+	if _, err := tx.ExecContext(ctx, `INSERT INTO tokens(name, scope, hash, created_at, revoked_at) VALUES (?,?,?,?,0)
+		ON CONFLICT(name) DO UPDATE SET scope = excluded.scope, hash = excluded.hash, created_at = excluded.created_at, revoked_at = 0`,
+		t.Name, string(t.Scope), t.Hash, ms(t.CreatedAt)); err != nil {
+		return fmt.Errorf("record token %q: %w", t.Name, err)
+	}
+	return tx.Commit()
+}
+
+func (s *SQLite) TokenByHash(ctx context.Context, hash []byte) (Token, error) {
+	t := Token{Hash: hash}
+	var scope string
+	var created int64
+	err := s.db.QueryRowContext(ctx, `SELECT name, scope, created_at FROM tokens WHERE hash = ? AND revoked_at = 0`, hash).Scan(&t.Name, &scope, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Token{}, ErrNotFound
+	}
+	if err != nil {
+		return Token{}, err
+	}
+	t.Scope, t.CreatedAt = Scope(scope), fromMs(created)
+	return t, nil
+}
+
+func (s *SQLite) Tokens(ctx context.Context) ([]Token, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT name, scope, created_at, revoked_at FROM tokens ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Token
+	for rows.Next() {
+		var t Token
+		var scope string
+		var created, revoked int64
+		if err := rows.Scan(&t.Name, &scope, &created, &revoked); err != nil {
+			return nil, err
+		}
+		t.Scope, t.CreatedAt, t.RevokedAt = Scope(scope), fromMs(created), fromMs(revoked)
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+func (s *SQLite) RevokeToken(ctx context.Context, name string, at time.Time) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE tokens SET revoked_at = ? WHERE name = ? AND revoked_at = 0`, ms(at), name)
+	if err != nil {
+		return fmt.Errorf("revoke token %q: %w", name, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+func (s *SQLite) Blob(ctx context.Context, key string) ([]byte, error) {
+	var v []byte
+	err := s.db.QueryRowContext(ctx, `SELECT value FROM blobs WHERE key = ?`, key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	return v, err
+}
+
+func (s *SQLite) PutBlobIfAbsent(ctx context.Context, key string, value []byte) ([]byte, error) {
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO blobs(key, value) VALUES (?,?) ON CONFLICT(key) DO NOTHING`, key, value); err != nil {
+		return nil, fmt.Errorf("store %s: %w", key, err)
+	}
+	return s.Blob(ctx, key)
+}

@@ -1,0 +1,114 @@
+// Package store keeps everything the coordinator must not lose across a
+// restart behind one interface: enrolled agents and join tokens, MCP tokens,
+// the servers' last state and a bounded metric history, and the CA.
+//
+// SQLite (modernc.org/sqlite, no cgo, WAL) is the default engine; the
+// interface is shaped so that a PostgreSQL engine can sit beside it. Secrets
+// are never stored: join tokens and MCP tokens are kept as sha256 hashes.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Errors callers match with errors.Is to give the user a precise message.
+var (
+	ErrNotFound     = errors.New("not found")
+	ErrExists       = errors.New("already exists")
+	ErrTokenUnknown = errors.New("join token unknown")
+	ErrTokenExpired = errors.New("join token expired")
+	ErrTokenUsed    = errors.New("join token already used")
+	ErrNameTaken    = errors.New("server name already enrolled")
+)
+
+// Store is the coordinator's persistence. Every method is safe for
+// concurrent use.
+type Store interface {
+	// CreateJoinToken records a join token by its hash.
+	CreateJoinToken(ctx context.Context, t JoinToken) error
+	// Enroll consumes the join token with the given hash and records the
+	// agent, atomically: a refused enrollment changes nothing.
+	Enroll(ctx context.Context, tokenHash []byte, now time.Time, a Agent) error
+	// Agent returns the enrolled agent with that name.
+	Agent(ctx context.Context, name string) (Agent, error)
+	Agents(ctx context.Context) ([]Agent, error)
+	// RevokeAgent marks the agent's certificate revoked; its streams are refused.
+	RevokeAgent(ctx context.Context, name string, at time.Time) error
+
+	// SaveServers upserts the last known state of servers in one transaction.
+	SaveServers(ctx context.Context, servers []ServerRecord) error
+	Servers(ctx context.Context) ([]ServerRecord, error)
+	// AppendMetrics records samples and keeps at most keep samples per server.
+	AppendMetrics(ctx context.Context, samples []MetricSample, keep int) error
+	Metrics(ctx context.Context, server string, limit int) ([]MetricSample, error)
+
+	// CreateToken records an MCP token by its hash; ErrExists when the name is taken.
+	CreateToken(ctx context.Context, t Token) error
+	// TokenByHash returns the live (not revoked) token with that hash.
+	TokenByHash(ctx context.Context, hash []byte) (Token, error)
+	Tokens(ctx context.Context) ([]Token, error)
+	RevokeToken(ctx context.Context, name string, at time.Time) error
+
+	// Blob and PutBlobIfAbsent hold small named values such as the CA.
+	// PutBlobIfAbsent returns the value that is stored after the call, so two
+	// coordinators racing to create the CA end up with the same one.
+	Blob(ctx context.Context, key string) ([]byte, error)
+	PutBlobIfAbsent(ctx context.Context, key string, value []byte) ([]byte, error)
+
+	Close() error
+}
+
+// JoinToken is a short-lived secret an agent trades for a certificate.
+type JoinToken struct {
+	Hash      []byte
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	SingleUse bool
+}
+
+// Agent is an enrolled agent: a server name bound to a certificate.
+type Agent struct {
+	Name       string
+	Serial     string // hex serial of the current client certificate
+	EnrolledAt time.Time
+	RevokedAt  time.Time // zero while valid
+}
+
+// Revoked reports whether the agent's certificate was revoked.
+func (a Agent) Revoked() bool { return !a.RevokedAt.IsZero() }
+
+// ServerRecord is what survives a restart of a server's live state.
+type ServerRecord struct {
+	Name     string
+	State    []byte // gridcity.v1.StateUpdate, protobuf binary, merged full state
+	Hello    []byte // gridcity.v1.Hello, protobuf binary
+	LastSeen time.Time
+}
+
+// MetricSample is one point of a server's bounded history.
+type MetricSample struct {
+	Server        string
+	At            time.Time
+	CPUPercent    float64
+	MemoryPercent float64
+	Load1         float64
+}
+
+// Scope says what an MCP token may do.
+type Scope string
+
+const (
+	ScopeOperate Scope = "operate" // every tool
+	ScopeRead    Scope = "read"    // read-only tools only
+)
+
+// Token is an MCP bearer token, kept by hash.
+type Token struct {
+	Name      string
+	Scope     Scope
+	Hash      []byte
+	CreatedAt time.Time
+	RevokedAt time.Time
+}
