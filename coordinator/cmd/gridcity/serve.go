@@ -224,4 +224,3 @@ func readRuntime(data string) (runtimeInfo, error) {
 	}
 	return info, json.Unmarshal(b, &info)
 }
-

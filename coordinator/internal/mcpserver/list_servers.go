@@ -162,7 +162,7 @@ func viewServer(srv fleet.Server, now time.Time) ServerView {
 		ID: srv.Name, Name: srv.Name, Status: srv.Status(),
 		District: srv.Hello.GetDistrict(), AgentVersion: srv.Hello.GetAgentVersion(),
 		Commands: CommandsView{Enabled: srv.Hello.GetCommandsEnabled(), RunAs: srv.Hello.GetRunAs()},
-		OS: OSView{Name: h.GetOs(), Version: h.GetOsVersion(), Family: h.GetPlatformFamily(), Kernel: h.GetKernel(), Arch: h.GetArch(), Hostname: h.GetHostname()},
+		OS:       OSView{Name: h.GetOs(), Version: h.GetOsVersion(), Family: h.GetPlatformFamily(), Kernel: h.GetKernel(), Arch: h.GetArch(), Hostname: h.GetHostname()},
 		CPU: CPUView{Cores: st.GetCpu().GetCores(), BusyPercent: round1(st.GetCpu().GetBusyPercent()),
 			Load1: st.GetCpu().GetLoad1(), Load5: st.GetCpu().GetLoad5(), Load15: st.GetCpu().GetLoad15()},
 		Memory: MemoryView{TotalBytes: st.GetMemory().GetTotalBytes(), UsedBytes: st.GetMemory().GetUsedBytes(),
