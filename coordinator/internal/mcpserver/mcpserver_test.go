@@ -1,0 +1,264 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/time/rate"
+
+	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
+
+	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/store"
+)
+
+type env struct {
+	st    store.Store
+	fleet *fleet.Fleet
+	srv   *httptest.Server
+	token string
+}
+
+func newEnv(t *testing.T, guard GuardConfig) *env {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.OpenSQLite(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	f, err := fleet.New(ctx, st, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := "gc_test-token"
+	if err := st.CreateToken(ctx, store.Token{Name: "tester", Scope: store.ScopeOperate, Hash: HashToken(tok), CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", Handler(Deps{Fleet: f, Store: st, Logger: logger}, guard))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return &env{st: st, fleet: f, srv: srv, token: tok}
+}
+
+// headerTransport adds headers to every request, as an MCP client configured
+// with them does.
+type headerTransport struct {
+	base http.RoundTripper
+	h    map[string]string
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.h {
+		r.Header.Set(k, v)
+	}
+	return t.base.RoundTrip(r)
+}
+
+func (e *env) client(t *testing.T, token string) *mcp.ClientSession {
+	t.Helper()
+	hc := &http.Client{Transport: headerTransport{http.DefaultTransport, map[string]string{"Authorization": "Bearer " + token, "X-Agent-Client": "go-test"}}}
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: e.srv.URL + "/mcp", HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func TestListServers(t *testing.T) {
+	e := newEnv(t, DefaultGuardConfig())
+	id := e.fleet.Connect(&gridcityv1.Hello{Name: "web-1", AgentVersion: "1.0", CommandsEnabled: true, RunAs: "root"})
+	e.fleet.Apply("web-1", id, &gridcityv1.StateUpdate{
+		Full:            true,
+		CollectedUnixMs: time.Now().UnixMilli(),
+		Host:            &gridcityv1.HostInfo{Hostname: "web-1", Os: "debian", OsVersion: "12", Kernel: "6.1", Arch: "amd64", BootUnix: time.Now().Add(-time.Hour).Unix()},
+		Cpu:             &gridcityv1.CPU{Cores: 2, BusyPercent: 12.34, Load1: 0.5},
+		Memory:          &gridcityv1.Memory{TotalBytes: 1 << 30, UsedPercent: 40},
+		Disks:           &gridcityv1.Disks{Items: []*gridcityv1.Disk{{Mount: "/", Filesystem: "ext4", UsedPercent: 91}}},
+		Listeners:       &gridcityv1.Listeners{Items: []*gridcityv1.Listener{{Proto: "tcp", Address: "0.0.0.0", Port: 5432, Process: "postgres"}, {Proto: "tcp", Address: "0.0.0.0", Port: 22, Process: "sshd"}}},
+		FailedUnits:     &gridcityv1.Units{Items: []*gridcityv1.Unit{{Name: "nginx.service", Description: "A high performance web server"}}},
+		Updates:         &gridcityv1.Updates{Pending: 7, Security: 2, Manager: "apt"},
+		Gaps:            &gridcityv1.Gaps{Items: []*gridcityv1.Gap{{Check: "containers", Reason: "docker socket /var/run/docker.sock: no such file or directory"}}},
+	})
+	id2 := e.fleet.Connect(&gridcityv1.Hello{Name: "db-1"})
+	e.fleet.Disconnect("db-1", id2)
+
+	cs := e.client(t, e.token)
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "list_servers", Arguments: map[string]any{}})
+	if err != nil || res.IsError {
+		t.Fatalf("list_servers: %v %+v", err, res)
+	}
+	var out ListServersOutput
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Total != 2 || out.Online != 1 {
+		t.Fatalf("total %d online %d; want 2 and 1", out.Total, out.Online)
+	}
+	db, web := out.Servers[0], out.Servers[1]
+	if db.Name != "db-1" || db.Status != "offline" {
+		t.Errorf("got %s %s; want db-1 offline", db.Name, db.Status)
+	}
+	if web.Status != "online" || web.OS.Name != "debian" || web.CPU.BusyPercent != 12.3 || web.Updates.Security != 2 {
+		t.Errorf("web-1 = %+v", web)
+	}
+	if web.UptimeSeconds < 3590 || web.UptimeSeconds > 3700 {
+		t.Errorf("uptime %d; want about 3600 from the boot time", web.UptimeSeconds)
+	}
+	if len(web.Listening) != 2 || web.Listening[0].Port != 22 {
+		t.Errorf("listening %+v; want sorted by port", web.Listening)
+	}
+	if len(web.FailedUnits) != 1 || len(web.Gaps) != 1 || web.Gaps[0].Check != "containers" {
+		t.Errorf("failed units %+v gaps %+v", web.FailedUnits, web.Gaps)
+	}
+	// The same JSON is in the text content.
+	if len(res.Content) == 0 || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, `"web-1"`) {
+		t.Errorf("text content lacks the JSON: %+v", res.Content)
+	}
+}
+
+func TestToolsHaveTiersAndMatchingAnnotations(t *testing.T) {
+	e := newEnv(t, DefaultGuardConfig())
+	cs := e.client(t, e.token)
+	listed, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tiers := map[string]Tier{}
+	for _, tl := range tools {
+		if tl.tier != TierReadOnly && tl.tier != TierGated {
+			t.Errorf("tool %s has no tier", tl.name)
+		}
+		tiers[tl.name] = tl.tier
+	}
+	if len(listed.Tools) != len(tools) {
+		t.Errorf("listed %d tools; the list has %d", len(listed.Tools), len(tools))
+	}
+	for _, tl := range listed.Tools {
+		tier, ok := tiers[tl.Name]
+		if !ok {
+			t.Errorf("tool %s is served but not in the tool list", tl.Name)
+			continue
+		}
+		a := tl.Annotations
+		if a == nil || a.Title == "" || a.DestructiveHint == nil || a.OpenWorldHint == nil {
+			t.Errorf("tool %s: annotations must be set explicitly, got %+v", tl.Name, a)
+			continue
+		}
+		if a.ReadOnlyHint != (tier == TierReadOnly) {
+			t.Errorf("tool %s: readOnlyHint %v disagrees with tier %s", tl.Name, a.ReadOnlyHint, tier)
+		}
+		if tl.OutputSchema == nil || tl.Description == "" {
+			t.Errorf("tool %s: needs a description and an output schema", tl.Name)
+		}
+		in, _ := json.Marshal(tl.InputSchema)
+		if !strings.Contains(string(in), `"additionalProperties":false`) {
+			t.Errorf("tool %s: input schema must forbid additional properties: %s", tl.Name, in)
+		}
+	}
+}
+
+func TestGuard(t *testing.T) {
+	g := DefaultGuardConfig()
+	g.MaxBodyBytes = 4096
+	g.RatePerToken, g.BurstPerToken = rate.Every(time.Hour), 3
+	g.RateFailedAuth, g.BurstFailedAuth = rate.Every(time.Hour), 3
+	e := newEnv(t, g)
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	post := func(body string, h map[string]string) (int, string) {
+		req, _ := http.NewRequest("POST", e.srv.URL+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for k, v := range h {
+			if k == "Host" {
+				req.Host = v
+				continue
+			}
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	auth := map[string]string{"Authorization": "Bearer " + e.token}
+	with := func(k, v string) map[string]string { return map[string]string{"Authorization": "Bearer " + e.token, k: v} }
+	tests := []struct {
+		name string
+		body string
+		h    map[string]string
+		code int
+		text string
+	}{
+		{"no token", initialize, nil, 401, "no bearer token"},
+		{"wrong token", initialize, map[string]string{"Authorization": "Bearer gc_wrong"}, 401, "unknown or revoked token"},
+		{"bad origin", initialize, with("Origin", "https://evil.example"), 403, "may not call this endpoint"},
+		{"rebinding host", initialize, with("Host", "evil.example:4600"), 403, "DNS rebinding"},
+		{"huge body", `{"x":"` + strings.Repeat("a", 5000) + `"}`, auth, 413, "over the limit"},
+		{"loopback origin", initialize, with("Origin", "http://localhost:4600"), 200, ""},
+		{"good", initialize, auth, 200, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body := post(tt.body, tt.h)
+			if code != tt.code || !strings.Contains(body, tt.text) {
+				t.Fatalf("got %d %q; want %d with %q", code, body, tt.code, tt.text)
+			}
+		})
+	}
+	// The burst of 3 per token is spent (loopback origin, good, and one
+	// more); the next is refused with 429.
+	post(initialize, auth)
+	if code, body := post(initialize, auth); code != 429 {
+		t.Fatalf("got %d %q; want 429", code, body)
+	}
+	// Failed authentications are limited per address too.
+	if code, _ := post(initialize, nil); code != 429 {
+		t.Fatalf("got %d; want 429 after repeated failed authentication", code)
+	}
+}
+
+func TestRevokedTokenRefused(t *testing.T) {
+	e := newEnv(t, DefaultGuardConfig())
+	e.client(t, e.token) // works
+	if err := e.st.RevokeToken(context.Background(), "tester", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Transport: headerTransport{http.DefaultTransport, map[string]string{"Authorization": "Bearer " + e.token}}}
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	if _, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: e.srv.URL + "/mcp", HTTPClient: hc}, nil); err == nil {
+		t.Fatal("revoked token connected")
+	}
+}
+
+func TestClientName(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"", "unknown"},
+		{"claude-code", "claude-code"},
+		{"evil\x1b[31m\nname", "evil[31mname"},
+		{strings.Repeat("é", 100), strings.Repeat("é", 64)},
+	} {
+		h := http.Header{}
+		h.Set("X-Agent-Client", tt.in)
+		if got := ClientName(h); got != tt.want {
+			t.Errorf("ClientName(%q) = %q; want %q", tt.in, got, tt.want)
+		}
+	}
+}

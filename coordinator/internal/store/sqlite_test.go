@@ -1,0 +1,112 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+func open(t *testing.T, dir string) *SQLite {
+	t.Helper()
+	s, err := OpenSQLite(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestMetricsKeepTheNewest(t *testing.T) {
+	s := open(t, t.TempDir())
+	ctx := context.Background()
+	base := time.Unix(1_700_000_000, 0)
+	for i := range 10 {
+		if err := s.AppendMetrics(ctx, []MetricSample{{Server: "web-1", At: base.Add(time.Duration(i) * time.Second), CPUPercent: float64(i)}, {Server: "db-1", At: base, CPUPercent: 1}}, 4); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Metrics(ctx, "web-1", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 || got[0].CPUPercent != 9 || got[3].CPUPercent != 6 {
+		t.Fatalf("got %+v; want the 4 newest, newest first", got)
+	}
+}
+
+func TestTokens(t *testing.T) {
+	s := open(t, t.TempDir())
+	ctx := context.Background()
+	tok := Token{Name: "cursor", Scope: ScopeRead, Hash: []byte("h1"), CreatedAt: time.Now()}
+	if err := s.CreateToken(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateToken(ctx, tok); !errors.Is(err, ErrExists) {
+		t.Fatalf("got %v; want ErrExists", err)
+	}
+	got, err := s.TokenByHash(ctx, []byte("h1"))
+	if err != nil || got.Name != "cursor" || got.Scope != ScopeRead {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+	if err := s.RevokeToken(ctx, "cursor", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TokenByHash(ctx, []byte("h1")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("revoked token: got %v; want ErrNotFound", err)
+	}
+	// The name may be reused after a revocation; the old hash stays dead.
+	if err := s.CreateToken(ctx, Token{Name: "cursor", Scope: ScopeOperate, Hash: []byte("h2"), CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TokenByHash(ctx, []byte("h1")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("old hash: got %v; want ErrNotFound", err)
+	}
+}
+
+func TestSurvivesReopen(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s := open(t, dir)
+	s.SaveServers(ctx, []ServerRecord{{Name: "web-1", State: []byte{1}, Hello: []byte{2}, LastSeen: time.UnixMilli(1234)}})
+	v, _ := s.PutBlobIfAbsent(ctx, "ca.pem", []byte("first"))
+	s.Close()
+	s2 := open(t, dir)
+	recs, err := s2.Servers(ctx)
+	if err != nil || len(recs) != 1 || recs[0].LastSeen.UnixMilli() != 1234 {
+		t.Fatalf("got %+v, %v", recs, err)
+	}
+	// A second writer of the CA gets the first one's value.
+	v2, _ := s2.PutBlobIfAbsent(ctx, "ca.pem", []byte("second"))
+	if string(v) != "first" || string(v2) != "first" {
+		t.Fatalf("got %q, %q; want first twice", v, v2)
+	}
+}
+
+func TestEnrollIsAtomic(t *testing.T) {
+	s := open(t, t.TempDir())
+	ctx := context.Background()
+	now := time.Now()
+	for i := range 3 {
+		s.CreateJoinToken(ctx, JoinToken{Hash: []byte(fmt.Sprint(i)), CreatedAt: now, ExpiresAt: now.Add(time.Hour), SingleUse: true})
+	}
+	if err := s.Enroll(ctx, []byte("0"), now, Agent{Name: "web-1", Serial: "aa", EnrolledAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Enroll(ctx, []byte("1"), now, Agent{Name: "web-1", Serial: "bb", EnrolledAt: now}); !errors.Is(err, ErrNameTaken) {
+		t.Fatalf("got %v; want ErrNameTaken", err)
+	}
+	a, _ := s.Agent(ctx, "web-1")
+	if a.Serial != "aa" {
+		t.Fatalf("serial %q; want aa (the refused enrollment changed nothing)", a.Serial)
+	}
+	// After a revocation the name can be enrolled again, with the new serial.
+	s.RevokeAgent(ctx, "web-1", now)
+	if err := s.Enroll(ctx, []byte("1"), now, Agent{Name: "web-1", Serial: "bb", EnrolledAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := s.Agent(ctx, "web-1"); a.Serial != "bb" || a.Revoked() {
+		t.Fatalf("got %+v; want serial bb, valid", a)
+	}
+}
