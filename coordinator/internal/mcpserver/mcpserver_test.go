@@ -199,7 +199,9 @@ func TestGuard(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	auth := map[string]string{"Authorization": "Bearer " + e.token}
-	with := func(k, v string) map[string]string { return map[string]string{"Authorization": "Bearer " + e.token, k: v} }
+	with := func(k, v string) map[string]string {
+		return map[string]string{"Authorization": "Bearer " + e.token, k: v}
+	}
 	tests := []struct {
 		name string
 		body string
