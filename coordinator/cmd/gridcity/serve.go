@@ -152,6 +152,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
 	hs.Shutdown(sctx)
+	api.Shutdown()
 	stopped := make(chan struct{})
 	go func() { gs.GracefulStop(); close(stopped) }()
 	select {

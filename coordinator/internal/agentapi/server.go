@@ -72,8 +72,9 @@ type Server struct {
 	logger *slog.Logger
 	now    func() time.Time
 
-	mu      sync.Mutex
-	streams map[string]*agentStream
+	mu       sync.Mutex
+	streams  map[string]*agentStream
+	stopping bool
 }
 
 type agentStream struct {
@@ -165,6 +166,10 @@ func (s *Server) Connect(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage
 	id := s.fleet.Connect(hello)
 	as := &agentStream{id: id, cancel: cancel, out: make(chan *gridcityv1.CoordinatorMessage, 64)}
 	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		return status.Error(codes.Unavailable, "coordinator stopping; reconnect shortly")
+	}
 	if old := s.streams[name]; old != nil {
 		old.cancel() // the agent reconnected before its old stream was noticed dead
 	}
@@ -331,6 +336,18 @@ func (s *Server) Send(name string, m *gridcityv1.CoordinatorMessage) error {
 		return nil
 	default:
 		return fmt.Errorf("server %q is not keeping up with its stream", name)
+	}
+}
+
+// Shutdown ends every stream, so that a graceful stop of the gRPC server
+// does not wait for agents that never hang up; they reconnect to the next
+// coordinator process.
+func (s *Server) Shutdown() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopping = true
+	for _, as := range s.streams {
+		as.cancel()
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -188,6 +189,7 @@ func Guard(next http.Handler, st store.Store, cfg GuardConfig, logger *slog.Logg
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
+			logInitialize(logger, r, body)
 		}
 		// Requests that fail authentication are rate limited per address.
 		probe := &statusRecorder{ResponseWriter: rec}
@@ -200,6 +202,7 @@ func Guard(next http.Handler, st store.Store, cfg GuardConfig, logger *slog.Logg
 		authed.ServeHTTP(probe, r)
 		if probe.code() == http.StatusUnauthorized {
 			failed.allow(remoteHost(r))
+			logger.Info("mcp request refused: bad or missing token", "remote", r.RemoteAddr, "client", ClientName(r.Header))
 		}
 	})
 }
@@ -278,6 +281,10 @@ func (s *statusRecorder) WriteHeader(code int) {
 	if s.status == 0 {
 		s.status = code
 	}
+	// RFC 6750: a 401 names the scheme the client should use.
+	if code == http.StatusUnauthorized && s.ResponseWriter.Header().Get("WWW-Authenticate") == "" {
+		s.ResponseWriter.Header().Set("WWW-Authenticate", `Bearer realm="gridcity"`)
+	}
 	s.ResponseWriter.WriteHeader(code)
 }
 
@@ -304,3 +311,31 @@ func (s *statusRecorder) Flush() {
 
 // Unwrap lets http.ResponseController reach the real writer.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// logInitialize notes each new MCP session with the client's name, so that
+// the log says which AI client connected with which token.
+func logInitialize(logger *slog.Logger, r *http.Request, body []byte) {
+	if len(body) > 64<<10 || !bytes.Contains(body, []byte(`"initialize"`)) {
+		return
+	}
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			ClientInfo struct {
+				Name    string `json:"name"`
+				Version string `json:"version"`
+			} `json:"clientInfo"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil || msg.Method != "initialize" {
+		return
+	}
+	logger.Info("mcp client connecting", "client", ClientName(r.Header), "clientInfo", clean(msg.Params.ClientInfo.Name), "clientVersion", clean(msg.Params.ClientInfo.Version), "remote", r.RemoteAddr)
+}
+
+// clean bounds a client-supplied string for the log.
+func clean(s string) string {
+	h := http.Header{}
+	h.Set("X-Agent-Client", s)
+	return ClientName(h)
+}

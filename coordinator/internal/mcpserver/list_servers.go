@@ -121,11 +121,13 @@ type GapView struct {
 
 func addListServers(s *mcp.Server, d Deps) {
 	mcp.AddTool(s, &mcp.Tool{
-		Name: "list_servers",
+		Name:  "list_servers",
+		Title: "List servers",
 		Description: "List every server in the fleet with its live state: online or offline, OS, CPU and load, memory, disks, uptime, " +
 			"listening ports with their processes, containers, failed systemd units, pending (and security) updates, and gaps — " +
 			"facts its agent could not collect, with the reason. Call it first to see what exists; use a server's name with the other tools.",
-		Annotations: readOnly("List servers"),
+		Annotations:  readOnly("List servers"),
+		OutputSchema: outputSchema[ListServersOutput](),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, _ NoInput) (*mcp.CallToolResult, ListServersOutput, error) {
 		now := time.Now()
 		out := ListServersOutput{Servers: []ServerView{}, GeneratedAt: now.UTC().Format(time.RFC3339)}
@@ -204,6 +206,9 @@ func viewServer(srv fleet.Server, now time.Time) ServerView {
 	}
 	for _, g := range st.GetGaps().GetItems() {
 		v.Gaps = append(v.Gaps, GapView{Check: g.GetCheck(), Reason: g.GetReason()})
+	}
+	if srv.Online && srv.State.GetCollectedUnixMs() == 0 {
+		v.Gaps = append(v.Gaps, GapView{Check: "agent", Reason: "connected; its first state has not arrived yet"})
 	}
 	if !srv.Online && srv.State.GetCollectedUnixMs() > 0 {
 		v.Gaps = append(v.Gaps, GapView{Check: "agent", Reason: "agent offline since " + v.LastSeen + "; the facts above are its last report"})

@@ -165,6 +165,12 @@ func TestToolsHaveTiersAndMatchingAnnotations(t *testing.T) {
 		if tl.OutputSchema == nil || tl.Description == "" {
 			t.Errorf("tool %s: needs a description and an output schema", tl.Name)
 		}
+		if tl.Title == "" {
+			t.Errorf("tool %s: needs a title", tl.Name)
+		}
+		if out, _ := json.Marshal(tl.OutputSchema); strings.Contains(string(out), `"null"`) {
+			t.Errorf("tool %s: output schema allows null somewhere: %s", tl.Name, out)
+		}
 		in, _ := json.Marshal(tl.InputSchema)
 		if !strings.Contains(string(in), `"additionalProperties":false`) {
 			t.Errorf("tool %s: input schema must forbid additional properties: %s", tl.Name, in)
@@ -210,6 +216,7 @@ func TestGuard(t *testing.T) {
 		text string
 	}{
 		{"no token", initialize, nil, 401, "no bearer token"},
+		{"basic auth", initialize, map[string]string{"Authorization": "Basic Zm9vOmJhcg=="}, 401, "no bearer token"},
 		{"wrong token", initialize, map[string]string{"Authorization": "Bearer gc_wrong"}, 401, "unknown or revoked token"},
 		{"bad origin", initialize, with("Origin", "https://evil.example"), 403, "may not call this endpoint"},
 		{"rebinding host", initialize, with("Host", "evil.example:4600"), 403, "DNS rebinding"},

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the agent's configuration: the YAML file given with --config,
+// overridden by flags and GRIDCITY_* variables.
+type Config struct {
+	// Name is the server's name in the fleet (default: the host name).
+	Name string `yaml:"name"`
+	// District groups the server with others (optional).
+	District string `yaml:"district"`
+	// RunAs is the user approved commands run as.
+	RunAs string `yaml:"runAs"`
+	// Commands false means this agent never runs a command, whatever is approved.
+	Commands bool `yaml:"commands"`
+	// AuthLogs are the SSH authentication logs followed for attacks.
+	AuthLogs []string `yaml:"authLogs"`
+}
+
+// DefaultConfig is the configuration without a file.
+func DefaultConfig() Config {
+	name, _ := os.Hostname()
+	return Config{Name: name, RunAs: "root", Commands: true, AuthLogs: []string{"/var/log/auth.log", "/var/log/secure"}}
+}
+
+// LoadConfig reads a config file over the defaults. Unknown keys are errors,
+// so that a typo does not silently leave a setting at its default.
+func LoadConfig(path string) (Config, error) {
+	cfg := DefaultConfig()
+	if path == "" {
+		return cfg, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, fmt.Errorf("read config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return cfg, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	if c.Name == "" {
+		return errors.New("no server name: the host has no name; set name: in the config or --name")
+	}
+	if c.Commands {
+		if c.RunAs == "" {
+			return errors.New("runAs is empty: name the user approved commands run as, or set commands: false")
+		}
+		if _, err := user.Lookup(c.RunAs); err != nil {
+			return fmt.Errorf("runAs %q: %w (create the user, or set commands: false)", c.RunAs, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
+)
+
+const gib = 1 << 30
+
+// printSnapshot writes a state for a person to read.
+func printSnapshot(w io.Writer, st *gridcityv1.StateUpdate) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	h, c, m := st.GetHost(), st.GetCpu(), st.GetMemory()
+	fmt.Fprintf(tw, "host\t%s\t%s %s, kernel %s, %s, up %dh\n", h.GetHostname(), h.GetOs(), h.GetOsVersion(), h.GetKernel(), h.GetArch(), h.GetUptimeSeconds()/3600)
+	fmt.Fprintf(tw, "cpu\t%d cores\t%.1f%% busy, load %.2f %.2f %.2f\n", c.GetCores(), c.GetBusyPercent(), c.GetLoad1(), c.GetLoad5(), c.GetLoad15())
+	fmt.Fprintf(tw, "memory\t%.1f GiB\t%.1f%% used, swap %.1f/%.1f GiB\n", float64(m.GetTotalBytes())/gib, m.GetUsedPercent(), float64(m.GetSwapUsedBytes())/gib, float64(m.GetSwapTotalBytes())/gib)
+	for _, d := range st.GetDisks().GetItems() {
+		fmt.Fprintf(tw, "disk\t%s\t%s %.1f GiB, %.1f%% used, inodes %.1f%%\n", d.GetMount(), d.GetFilesystem(), float64(d.GetTotalBytes())/gib, d.GetUsedPercent(), d.GetInodesUsedPercent())
+	}
+	for _, l := range st.GetListeners().GetItems() {
+		fmt.Fprintf(tw, "listen\t%s %s:%d\t%s\n", l.GetProto(), l.GetAddress(), l.GetPort(), l.GetProcess())
+	}
+	for _, cn := range st.GetConnections().GetItems() {
+		fmt.Fprintf(tw, "uses\t%s:%d\t%d connections\n", cn.GetRemoteAddress(), cn.GetRemotePort(), cn.GetCount())
+	}
+	for _, u := range st.GetFailedUnits().GetItems() {
+		fmt.Fprintf(tw, "failed\t%s\t%s\n", u.GetName(), u.GetDescription())
+	}
+	for _, ct := range st.GetContainers().GetItems() {
+		fmt.Fprintf(tw, "container\t%s\t%s %s (%s)\n", ct.GetName(), ct.GetImage(), ct.GetState(), ct.GetStatus())
+	}
+	if u := st.GetUpdates(); u != nil {
+		fmt.Fprintf(tw, "updates\t%s\t%d pending, %d security\n", u.GetManager(), u.GetPending(), u.GetSecurity())
+	}
+	for _, g := range st.GetGaps().GetItems() {
+		fmt.Fprintf(tw, "gap\t%s\t%s\n", g.GetCheck(), g.GetReason())
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,299 @@
+package link
+
+import (
+	"context"
+
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gridcity/gridcity/agent/internal/collect"
+)
+
+// Options describe the agent to the coordinator.
+type Options struct {
+	Version         string
+	District        string
+	RunAs           string
+	CommandsEnabled bool
+	// BackoffBase and BackoffMax bound the reconnect delay (defaults 1 s, 60 s).
+	BackoffBase, BackoffMax time.Duration
+}
+
+// Client keeps an agent connected to its coordinator.
+type Client struct {
+	id     *Identity
+	opts   Options
+	set    *collect.Set
+	logger *slog.Logger
+
+	// state is the merged full state last sent (or collected to send); it
+	// survives reconnects so that a new stream does not wait for the slow
+	// tiers again.
+	mu    sync.Mutex
+	state *gridcityv1.StateUpdate
+}
+
+// NewClient returns a client for an enrolled identity.
+func NewClient(id *Identity, set *collect.Set, opts Options, logger *slog.Logger) *Client {
+	if opts.BackoffBase <= 0 {
+		opts.BackoffBase = time.Second
+	}
+	if opts.BackoffMax <= 0 {
+		opts.BackoffMax = time.Minute
+	}
+	return &Client{id: id, opts: opts, set: set, logger: logger}
+}
+
+// PermanentError is a refusal that retrying cannot fix (revoked or unknown
+// certificate): the operator has to act.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Run connects and reconnects until ctx ends or the coordinator refuses
+// this agent for good.
+func (c *Client) Run(ctx context.Context) error {
+	attempt := 0
+	for {
+		start := time.Now()
+		err := c.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if s, ok := status.FromError(err); ok && (s.Code() == codes.PermissionDenied || s.Code() == codes.Unauthenticated) {
+			return &PermanentError{Err: fmt.Errorf("the coordinator at %s refused this agent: %s", c.id.Coordinator, s.Message())}
+		}
+		if time.Since(start) > time.Minute {
+			attempt = 0 // it was a working connection; start the backoff over
+		}
+		d := Backoff(attempt, c.opts.BackoffBase, c.opts.BackoffMax)
+		attempt++
+		c.logger.Warn("no connection to the coordinator; retrying", "coordinator", c.id.Coordinator, "err", err, "in", d.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(d):
+		}
+	}
+}
+
+// Backoff is the delay before reconnect attempt n: exponential from base,
+// capped at max, with "equal jitter" (half fixed, half random) so that a
+// fleet that lost its coordinator at once does not return at once.
+func Backoff(n int, base, max time.Duration) time.Duration {
+	d := max
+	if n < 30 {
+		d = min(base<<n, max)
+	}
+	half := d / 2
+	return half + rand.N(half+1)
+}
+
+// session runs one stream until it breaks.
+func (c *Client) session(ctx context.Context) error {
+	tlsCfg, err := c.id.tlsConfig()
+	if err != nil {
+		return &PermanentError{Err: err}
+	}
+	// Collect before dialing, so that hello and the full state arrive
+	// together and the server is never online without facts.
+	full := c.fullState(ctx)
+	conn, err := grpc.NewClient(c.id.Coordinator,
+		grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
+	)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := gridcityv1.NewAgentServiceClient(conn).Connect(ctx)
+	if err != nil {
+		return err
+	}
+	hello := &gridcityv1.Hello{
+		Name: c.id.Name, AgentVersion: c.opts.Version, District: c.opts.District,
+		CommandsEnabled: c.opts.CommandsEnabled, Capabilities: []string{"state"},
+	}
+	if c.opts.CommandsEnabled {
+		hello.RunAs = c.opts.RunAs
+	}
+	if err := stream.Send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_Hello{Hello: hello}}); err != nil {
+		return recvError(stream, err)
+	}
+	if err := stream.Send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_State{State: full}}); err != nil {
+		return recvError(stream, err)
+	}
+	c.logger.Info("connected to the coordinator", "coordinator", c.id.Coordinator, "name", c.id.Name)
+
+	in := make(chan *gridcityv1.CoordinatorMessage)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case in <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	changes := make(chan *gridcityv1.StateUpdate, 8)
+	settings := make(chan *gridcityv1.Settings, 1)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() { c.collectLoop(ctx, settings, changes) })
+
+	heartbeat := 5 * time.Second
+	beat := time.NewTicker(heartbeat)
+	defer beat.Stop()
+	lastHeard := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-recvErr:
+			return err
+		case m := <-in:
+			lastHeard = time.Now()
+			if s := m.GetSettings(); s != nil {
+				if hb := time.Duration(s.GetHeartbeatIntervalSeconds()) * time.Second; hb > 0 && hb != heartbeat {
+					heartbeat = hb
+					beat.Reset(hb)
+				}
+				select {
+				case <-settings:
+				default:
+				}
+				settings <- s
+			}
+		case u := <-changes:
+			if err := stream.Send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_State{State: u}}); err != nil {
+				return err
+			}
+		case <-beat.C:
+			// The coordinator answers every heartbeat; three unanswered
+			// ones mean the path is dead even if TCP has not noticed.
+			if silent := time.Since(lastHeard); silent > 3*heartbeat+5*time.Second {
+				return fmt.Errorf("coordinator silent for %s", silent.Round(time.Second))
+			}
+			if err := stream.Send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_Heartbeat{Heartbeat: &gridcityv1.Heartbeat{SentUnixMs: time.Now().UnixMilli()}}}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// recvError prefers the status the server sent (why it closed the stream)
+// over the local send error, which only says the stream is gone.
+func recvError(stream grpc.BidiStreamingClient[gridcityv1.AgentMessage, gridcityv1.CoordinatorMessage], sendErr error) error {
+	if _, err := stream.Recv(); err != nil {
+		return err
+	}
+	return sendErr
+}
+
+// fullState returns the state to open a stream with: everything the first
+// time, afterwards the remembered state with fresh cheap facts.
+func (c *Client) fullState(ctx context.Context) *gridcityv1.StateUpdate {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state == nil {
+		fctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		c.state = c.set.Full(fctx)
+		cancel()
+	} else {
+		collect.Merge(c.state, c.set.Collect(ctx, collect.TierFast, collect.TierMedium))
+	}
+	full := proto.Clone(c.state).(*gridcityv1.StateUpdate)
+	full.Full = true
+	return full
+}
+
+// collectLoop samples each tier at its interval and queues what changed.
+// The package-manager tier runs in its own goroutine so that a slow apt
+// never delays the cheap samples.
+func (c *Client) collectLoop(ctx context.Context, settings <-chan *gridcityv1.Settings, out chan<- *gridcityv1.StateUpdate) {
+	iv := map[collect.Tier]time.Duration{
+		collect.TierFast: 5 * time.Second, collect.TierMedium: 30 * time.Second,
+		collect.TierSlow: 5 * time.Minute, collect.TierUpdates: 30 * time.Minute,
+	}
+	tickers := map[collect.Tier]*time.Ticker{}
+	for t, d := range iv {
+		tickers[t] = time.NewTicker(d)
+		defer tickers[t].Stop()
+	}
+	updatesDone := make(chan *gridcityv1.StateUpdate, 1)
+	updatesBusy := false
+	emit := func(next *gridcityv1.StateUpdate) {
+		c.mu.Lock()
+		diff := collect.Changes(c.state, next)
+		if diff != nil {
+			collect.Merge(c.state, diff)
+		}
+		c.mu.Unlock()
+		if diff == nil {
+			return
+		}
+		select {
+		case out <- diff:
+		case <-ctx.Done():
+		}
+	}
+	for {
+		var tier collect.Tier
+		select {
+		case <-ctx.Done():
+			return
+		case s := <-settings:
+			for t, d := range map[collect.Tier]uint32{collect.TierFast: s.GetFastIntervalSeconds(), collect.TierMedium: s.GetMediumIntervalSeconds(),
+				collect.TierSlow: s.GetSlowIntervalSeconds(), collect.TierUpdates: s.GetUpdatesIntervalSeconds()} {
+				if d > 0 && time.Duration(d)*time.Second != iv[t] {
+					iv[t] = time.Duration(d) * time.Second
+					tickers[t].Reset(iv[t])
+				}
+			}
+			continue
+		case u := <-updatesDone:
+			updatesBusy = false
+			emit(u)
+			continue
+		case <-tickers[collect.TierUpdates].C:
+			if !updatesBusy {
+				updatesBusy = true
+				go func() {
+					uctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+					defer cancel()
+					updatesDone <- c.set.Collect(uctx, collect.TierUpdates)
+				}()
+			}
+			continue
+		case <-tickers[collect.TierFast].C:
+			tier = collect.TierFast
+		case <-tickers[collect.TierMedium].C:
+			tier = collect.TierMedium
+		case <-tickers[collect.TierSlow].C:
+			tier = collect.TierSlow
+		}
+		emit(c.set.Collect(ctx, tier))
+	}
+}

@@ -1,0 +1,188 @@
+// Package link is the agent's side of the coordinator connection: enrollment
+// with a join line, the identity it yields, and the one long-lived stream
+// with its reconnect policy.
+package link
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+)
+
+// identityFile holds everything enrollment yields, in one file so that it is
+// written whole or not at all.
+const identityFile = "identity.json"
+
+// ErrNotEnrolled means the state directory holds no identity yet.
+var ErrNotEnrolled = errors.New("not enrolled")
+
+// Identity is an enrolled agent's credentials.
+type Identity struct {
+	Name        string    `json:"name"`
+	Coordinator string    `json:"coordinator"`
+	CAPin       string    `json:"caPin"`
+	EnrolledAt  time.Time `json:"enrolledAt"`
+	CertPEM     string    `json:"certPEM"`
+	KeyPEM      string    `json:"keyPEM"`
+	CAPEM       string    `json:"caPEM"`
+}
+
+// LoadIdentity reads the identity from the state directory.
+func LoadIdentity(dir string) (*Identity, error) {
+	b, err := os.ReadFile(filepath.Join(dir, identityFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, ErrNotEnrolled
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read agent identity: %w", err)
+	}
+	var id Identity
+	if err := json.Unmarshal(b, &id); err != nil {
+		return nil, fmt.Errorf("agent identity %s is damaged (%v): enroll again with a new join line", filepath.Join(dir, identityFile), err)
+	}
+	if _, err := id.tlsConfig(); err != nil {
+		return nil, fmt.Errorf("agent identity %s is unusable (%v): enroll again with a new join line", filepath.Join(dir, identityFile), err)
+	}
+	return &id, nil
+}
+
+func (id *Identity) save(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create state directory %s: %w", dir, err)
+	}
+	b, err := json.MarshalIndent(id, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dir, identityFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	return os.Rename(tmp, path)
+}
+
+// tlsConfig is the mTLS configuration for the stream: our certificate, and
+// the coordinator verified against the pinned CA and its fixed name.
+func (id *Identity) tlsConfig() (*tls.Config, error) {
+	cert, err := tls.X509KeyPair([]byte(id.CertPEM), []byte(id.KeyPEM))
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM([]byte(id.CAPEM)) {
+		return nil, errors.New("no CA certificate")
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		RootCAs:      pool,
+		ServerName:   gridcityv1.CoordinatorServerName,
+		MinVersion:   tls.VersionTLS13,
+	}, nil
+}
+
+// FetchPinnedCA returns the coordinator's CA certificate, proven by the pin.
+//
+// The agent does not yet trust any CA, so it asks for the coordinator's
+// chain with a handshake that is bound to fail verification (an empty root
+// pool). The failure carries the certificates the coordinator presented;
+// the one whose sha256 is the pin is the CA. Verification is never skipped:
+// the connection is closed, and every later connection verifies the
+// coordinator against that CA.
+func FetchPinnedCA(ctx context.Context, addr, pin string) (*x509.Certificate, error) {
+	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 10 * time.Second}, Config: &tls.Config{
+		RootCAs:    x509.NewCertPool(),
+		ServerName: gridcityv1.CoordinatorServerName,
+		MinVersion: tls.VersionTLS13,
+	}}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err == nil {
+		conn.Close()
+		return nil, fmt.Errorf("coordinator %s: handshake succeeded without a trusted CA, which cannot happen; refusing", addr)
+	}
+	var verr *tls.CertificateVerificationError
+	if !errors.As(err, &verr) {
+		return nil, fmt.Errorf("cannot reach the coordinator at %s: %w", addr, err)
+	}
+	var seen []string
+	for _, c := range verr.UnverifiedCertificates {
+		p := gridcityv1.PinOf(c.Raw)
+		if p == pin && c.IsCA {
+			return c, nil
+		}
+		seen = append(seen, p)
+	}
+	return nil, fmt.Errorf("the coordinator at %s presented no CA matching the join line's pin %s (it presented %v): the join line belongs to another coordinator, or something between you intercepts the connection", addr, pin, seen)
+}
+
+// Enroll trades the join line's token for a certificate and saves the
+// identity in dir. Nothing is written unless enrollment succeeds.
+func Enroll(ctx context.Context, dir string, jl gridcityv1.JoinLine, name, version string) (*Identity, error) {
+	ca, err := FetchPinnedCA(ctx, jl.Coordinator, jl.CAPin)
+	if err != nil {
+		return nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	csr, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: name}}, key)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	tlsCfg := &tls.Config{RootCAs: pool, ServerName: gridcityv1.CoordinatorServerName, MinVersion: tls.VersionTLS13}
+	conn, err := grpc.NewClient(jl.Coordinator, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", jl.Coordinator, err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	resp, err := gridcityv1.NewAgentServiceClient(conn).Enroll(ctx, &gridcityv1.EnrollRequest{JoinToken: jl.Token, Name: name, CsrDer: csr, AgentVersion: version})
+	if err != nil {
+		if s, ok := status.FromError(err); ok {
+			return nil, fmt.Errorf("enrollment refused by %s: %s", jl.Coordinator, s.Message())
+		}
+		return nil, fmt.Errorf("enroll with %s: %w", jl.Coordinator, err)
+	}
+	cert, err := x509.ParseCertificate(resp.GetCertificateDer())
+	if err != nil {
+		return nil, fmt.Errorf("coordinator returned an unreadable certificate: %w", err)
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		return nil, fmt.Errorf("coordinator returned a certificate its own CA does not vouch for: %w", err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	id := &Identity{
+		Name: name, Coordinator: jl.Coordinator, CAPin: jl.CAPin, EnrolledAt: time.Now().UTC(),
+		CertPEM: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})),
+		KeyPEM:  string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})),
+		CAPEM:   string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw})),
+	}
+	if err := id.save(dir); err != nil {
+		return nil, err
+	}
+	return id, nil
+}
