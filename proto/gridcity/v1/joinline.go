@@ -38,7 +38,7 @@ func ParseJoinLine(s string) (JoinLine, error) {
 		return JoinLine{}, fmt.Errorf("join line %q is not valid: %s", shorten(s), hint)
 	}
 	if _, port, err := net.SplitHostPort(u.Host); err != nil || port == "" {
-		return JoinLine{}, fmt.Errorf("join line names coordinator %q without a port: %s", u.Host, hint)
+		return JoinLine{}, fmt.Errorf("join line names coordinator %q without a port: %s", shorten(u.Host), hint)
 	}
 	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
 	if len(parts) != 2 || parts[0] == "" {
