@@ -243,7 +243,7 @@ func (s *Set) run(ctx context.Context, e *entry, out *gridcityv1.StateUpdate) {
 	// The collector writes into its own scratch message so that a panic
 	// half-way cannot leave a half-filled section in out.
 	var scratch gridcityv1.StateUpdate
-	err := safeUpdate(ctx, e.c, &scratch, n)
+	err := s.safeUpdate(ctx, e, &scratch, n)
 	if err == nil {
 		Merge(out, &scratch)
 	} else {
@@ -253,14 +253,16 @@ func (s *Set) run(ctx context.Context, e *entry, out *gridcityv1.StateUpdate) {
 }
 
 // safeUpdate turns a collector's panic into its error: a parser bug meeting
-// hostile input must cost one fact, not the agent.
-func safeUpdate(ctx context.Context, c collector, out *gridcityv1.StateUpdate, n *notes) (err error) {
+// hostile input must cost one fact, not the agent. The stack goes to the
+// log, not into the gap that travels to the coordinator.
+func (s *Set) safeUpdate(ctx context.Context, e *entry, out *gridcityv1.StateUpdate, n *notes) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("collector panicked: %v\n%s", r, debug.Stack())
+			s.logger.Error("collector panicked", "collector", e.name, "panic", r, "stack", string(debug.Stack()))
+			err = fmt.Errorf("collector panicked: %v", r)
 		}
 	}()
-	return c.update(ctx, out, n)
+	return e.c.update(ctx, out, n)
 }
 
 // setGaps replaces the gaps of one collector and logs the transitions, so

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -120,19 +121,25 @@ func (c *socketsCollector) resolveOwners(ctx context.Context) {
 // found, records their owners, and returns how many processes' descriptors
 // it could not read.
 func (c *socketsCollector) walk(ctx context.Context, wanted map[uint64]bool) (denied int) {
-	pids, err := readDirNames(c.procRoot)
+	names, err := readDirNames(c.procRoot)
 	if err != nil {
 		return 0
 	}
-	left, budget := len(wanted), maxFDWalk
-	for _, name := range pids {
-		pid, err := strconv.ParseInt(name, 10, 32)
-		if err != nil || pid <= 0 {
-			continue
+	// In pid order, so that a socket shared by a parent and its workers
+	// (nginx, postgres) is credited to the parent.
+	pids := make([]int32, 0, len(names))
+	for _, name := range names {
+		if pid, err := strconv.ParseInt(name, 10, 32); err == nil && pid > 0 {
+			pids = append(pids, int32(pid))
 		}
+	}
+	slices.Sort(pids)
+	left, budget := len(wanted), maxFDWalk
+	for _, pid := range pids {
 		if left == 0 || budget <= 0 || ctx.Err() != nil {
 			return denied
 		}
+		name := strconv.Itoa(int(pid))
 		fdDir := filepath.Join(c.procRoot, name, "fd")
 		fds, err := readDirNames(fdDir)
 		if errors.Is(err, fs.ErrPermission) {
@@ -153,7 +160,7 @@ func (c *socketsCollector) walk(ctx context.Context, wanted map[uint64]bool) (de
 			if comm == "" {
 				comm = readComm(filepath.Join(c.procRoot, name, "comm"))
 			}
-			c.owners[inode] = owner{pid: int32(pid), comm: comm}
+			c.owners[inode] = owner{pid: pid, comm: comm}
 			left--
 		}
 	}
