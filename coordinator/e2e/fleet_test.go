@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -205,5 +206,51 @@ func assertEmpty(t *testing.T, dir string) {
 	}
 	if len(entries) != 0 {
 		t.Fatalf("%s holds %d files after a refused enrollment; want none", dir, len(entries))
+	}
+}
+
+// snapshot --json collects once without a coordinator and prints the state
+// as JSON: every section is there or named as a gap.
+func TestSnapshotJSON(t *testing.T) {
+	t.Parallel()
+	out, err := run(t, "gridcity-agent", "snapshot", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Full bool `json:"full"`
+		Host struct {
+			Kernel, Arch string
+		} `json:"host"`
+		CPU    *struct{ Cores int } `json:"cpu"`
+		Memory *struct {
+			TotalBytes string `json:"totalBytes"`
+		} `json:"memory"`
+		Gaps struct {
+			Items []struct{ Check, Reason string } `json:"items"`
+		} `json:"gaps"`
+		Listeners   *json.RawMessage `json:"listeners"`
+		Disks       *json.RawMessage `json:"disks"`
+		FailedUnits *json.RawMessage `json:"failedUnits"`
+		Containers  *json.RawMessage `json:"containers"`
+		Updates     *json.RawMessage `json:"updates"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("snapshot --json is not JSON: %v\n%s", err, out)
+	}
+	if !st.Full || st.Host.Kernel == "" || st.CPU == nil || st.CPU.Cores == 0 || st.Memory == nil {
+		t.Fatalf("snapshot lacks the basics:\n%s", out)
+	}
+	gaps := map[string]string{}
+	for _, g := range st.Gaps.Items {
+		if g.Reason == "" {
+			t.Errorf("gap %q without a reason", g.Check)
+		}
+		gaps[g.Check] = g.Reason
+	}
+	for check, section := range map[string]*json.RawMessage{"failed_units": st.FailedUnits, "containers": st.Containers, "updates": st.Updates, "disks": st.Disks, "listeners": st.Listeners} {
+		if section == nil && gaps[check] == "" {
+			t.Errorf("section %s is neither collected nor a gap", check)
+		}
 	}
 }
