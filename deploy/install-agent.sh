@@ -2,7 +2,7 @@
 # install-agent.sh — install the gridcity agent on this server, enroll it with a coordinator
 # and run it under systemd.
 #
-#   sudo deploy/install-agent.sh "JOIN LINE" [--name NAME] [--binary PATH] [--no-start]
+#   sudo deploy/install-agent.sh "JOIN LINE" [--name NAME] [--binary PATH] [--no-start] [--reenroll]
 #
 # The join line comes from `gridcity join` on the coordinator. The agent enrolls before anything
 # is installed, so a bad or expired join line fails here, with the agent's own message, and
@@ -22,7 +22,7 @@ die() { printf '%s: %s\n' "$prog" "$*" >&2; exit 1; }
 
 usage() {
 	cat <<'EOF'
-Usage: install-agent.sh "JOIN LINE" [--name NAME] [--binary PATH] [--no-start]
+Usage: install-agent.sh "JOIN LINE" [--name NAME] [--binary PATH] [--no-start] [--reenroll]
 
 Installs gridcity-agent, enrolls it with the coordinator named in the join line (printed by
 `gridcity join` on the coordinator), writes /etc/gridcity/agent.yaml if it is missing, and
@@ -32,6 +32,8 @@ enables and starts gridcity-agent.service when systemd runs this machine.
   --binary PATH   the gridcity-agent binary to install
                   (default: ./bin/gridcity-agent, else bin/ next to this deploy/ folder)
   --no-start      install and enable, but do not start now
+  --reenroll      enroll with this (new) join line even though an identity exists, e.g. after
+                  `gridcity agents revoke`; the old identity is replaced only on success
 
 Once enrolled, the join line may be left out to upgrade the binary or the unit.
 Environment: GRIDCITY_PREFIX, GRIDCITY_ETC, GRIDCITY_STATE, GRIDCITY_UNIT_DIR (see the script).
@@ -43,7 +45,7 @@ if [ "$(id -u)" -ne 0 ]; then
 	die "must run as root: it installs a binary and a systemd unit and enrolls the agent in /var/lib (try: sudo $0 \"JOIN LINE\")"
 fi
 
-line="" name="" binary="" start=1
+line="" name="" binary="" start=1 reenroll=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--name) [ $# -ge 2 ] || die "--name needs a value"; name=$2; shift 2 ;;
@@ -51,6 +53,7 @@ while [ $# -gt 0 ]; do
 	--binary) [ $# -ge 2 ] || die "--binary needs a path"; binary=$2; shift 2 ;;
 	--binary=*) binary=${1#*=}; shift ;;
 	--no-start) start=0; shift ;;
+	--reenroll) reenroll=1; shift ;;
 	-h | --help) usage; exit 0 ;;
 	-*) die "unknown option $1 (see --help)" ;;
 	*)
@@ -121,14 +124,29 @@ fi
 # identity.json only when enrollment succeeds.
 before=""
 [ ! -f "$IDENTITY" ] || before=$(cksum <"$IDENTITY")
-args=(enroll --state "$STATE" --config "$config")
+enroll_state=$STATE
+if [ "$reenroll" = 1 ] && [ -f "$IDENTITY" ]; then
+	# The agent keeps an identity for the same coordinator even when handed a new join line,
+	# so enroll into an empty directory beside the state directory (the same file system, for
+	# an atomic rename) and move the new identity in only when enrollment succeeded.
+	[ -n "$line" ] || die "--reenroll needs a new join line from \`gridcity join\`"
+	enroll_state=$(mktemp -d "$(dirname "$STATE")/.gridcity-agent-enroll.XXXXXX")
+	trap 'rm -rf "$tmp" "$enroll_state"' EXIT
+fi
+args=(enroll --state "$enroll_state" --config "$config")
 [ -z "$line" ] || args+=(--join "$line")
 [ -z "$name" ] || args+=(--name "$name")
 if ! "$binary" "${args[@]}"; then
 	if [ -f "$IDENTITY" ]; then
-		die "enrollment failed (the agent said why, above); the existing installation was left as it was"
+		die "gridcity-agent enroll failed (its message is above); the existing installation was left as it was"
 	fi
-	die "enrollment failed (the agent said why, above); nothing was installed"
+	die "gridcity-agent enroll failed (its message is above); nothing was installed"
+fi
+if [ "$enroll_state" != "$STATE" ]; then
+	[ -f "$enroll_state/identity.json" ] || die "the agent reported success but wrote no identity"
+	chmod 0600 "$enroll_state/identity.json"
+	mv -f "$enroll_state/identity.json" "$IDENTITY"
+	say "replaced the previous identity in $IDENTITY"
 fi
 [ -f "$IDENTITY" ] || die "the agent reported success but wrote no $IDENTITY"
 chmod 0700 "$STATE"
@@ -202,13 +220,22 @@ fi
 systemctl daemon-reload
 systemctl enable --quiet gridcity-agent.service
 if [ "$start" = 0 ]; then
-	say "gridcity-agent is enabled (it starts at boot) but not started (--no-start): systemctl start gridcity-agent"
+	if systemctl is-active --quiet gridcity-agent.service; then
+		if [ "$changed" = 1 ]; then
+			say "gridcity-agent is running, and was not restarted (--no-start): systemctl restart gridcity-agent to apply the changes"
+		else
+			say "gridcity-agent is running and nothing changed"
+		fi
+	else
+		say "gridcity-agent is enabled (it starts at boot) but not started (--no-start): systemctl start gridcity-agent"
+	fi
 	exit 0
 fi
 if [ "$changed" = 0 ] && systemctl is-active --quiet gridcity-agent.service; then
 	say "gridcity-agent is already running and nothing changed"
 	exit 0
 fi
+t0=$(date +%s)
 systemctl restart gridcity-agent.service
 # The agent retries the coordinator by itself; it exits only for what a restart cannot fix
 # (bad config, revoked). Give it a moment to show that.
@@ -216,7 +243,7 @@ sleep 3
 state=$(systemctl show -p ActiveState --value gridcity-agent.service)
 sub=$(systemctl show -p SubState --value gridcity-agent.service)
 if [ "$state" != active ] || [ "$sub" != running ]; then
-	systemctl status --no-pager --lines=20 gridcity-agent.service >&2 || true
-	die "gridcity-agent did not stay up ($state/$sub): see journalctl -u gridcity-agent"
+	journalctl -u gridcity-agent.service --since "@$t0" --no-pager -o cat >&2 || true
+	die "gridcity-agent did not stay up ($state/$sub; its log is above; more: journalctl -u gridcity-agent)"
 fi
 say "gridcity-agent is running: systemctl status gridcity-agent, journalctl -u gridcity-agent -f"

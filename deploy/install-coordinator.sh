@@ -266,10 +266,19 @@ fi
 systemctl daemon-reload
 systemctl enable --quiet gridcity.service
 if [ "$start" = 0 ]; then
-	say "gridcity is enabled (it starts at boot) but not started (--no-start): systemctl start gridcity"
+	if systemctl is-active --quiet gridcity.service; then
+		if [ "$changed" = 1 ]; then
+			say "gridcity is running, and was not restarted (--no-start): systemctl restart gridcity to apply the changes"
+		else
+			say "gridcity is running and nothing changed"
+		fi
+	else
+		say "gridcity is enabled (it starts at boot) but not started (--no-start): systemctl start gridcity"
+	fi
 	next_steps
 	exit 0
 fi
+t0=$(date +%s)
 if [ "$changed" = 0 ] && systemctl is-active --quiet gridcity.service; then
 	say "gridcity is already running and nothing changed"
 else
@@ -296,12 +305,15 @@ for _ in $(seq 1 60); do
 		healthy=2
 		break
 	fi
-	if systemctl is-failed --quiet gridcity.service; then break; fi
+	# Exited (and waiting to be restarted, or given up on): no use waiting longer.
+	case $(systemctl show -p ActiveState --value gridcity.service)/$(systemctl show -p SubState --value gridcity.service) in
+	failed/* | */auto-restart) break ;;
+	esac
 	sleep 0.5
 done
 if [ "$healthy" = 0 ]; then
-	systemctl status --no-pager --lines=30 gridcity.service >&2 || true
-	die "the coordinator did not answer $url within 30 s: see journalctl -u gridcity"
+	journalctl -u gridcity.service --since "@$t0" --no-pager -o cat >&2 || true
+	die "the coordinator did not come up on $url (its log is above; more: journalctl -u gridcity)"
 fi
 [ "$healthy" != 1 ] || say "gridcity is running and healthy: $url"
 

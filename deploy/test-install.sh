@@ -74,7 +74,6 @@ DATA=$T/var/lib/gridcity
 STATE=$T/var/lib/gridcity-agent
 UNITS=$T/etc/systemd/system
 SVC_USER=nobody
-SVC_GROUP=$(id -gn nobody)
 inst_env=(env GRIDCITY_PREFIX="$PREFIX" GRIDCITY_ETC="$ETC" GRIDCITY_DATA="$DATA"
 	GRIDCITY_STATE="$STATE" GRIDCITY_UNIT_DIR="$UNITS" GRIDCITY_USER="$SVC_USER")
 
@@ -83,6 +82,7 @@ inst_env=(env GRIDCITY_PREFIX="$PREFIX" GRIDCITY_ETC="$ETC" GRIDCITY_DATA="$DATA
 start() {
 	setsid bash -c "$2" >"$LOGS/$1.log" 2>&1 </dev/null &
 	pgids+=("$!")
+	agent_pg=$! # the last one started
 }
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 mode_of() { stat -c %a "$1"; }
@@ -105,7 +105,7 @@ echo "test-install: temporary root $T, coordinator on 127.0.0.1:$HP (HTTP) and 1
 
 step "the installers refuse to run without root"
 for s in install-coordinator.sh install-agent.sh; do
-	if out=$(setpriv --reuid=nobody --regid="$SVC_GROUP" --clear-groups bash -s -- x <"$DEPLOY/$s" 2>&1); then
+	if out=$(runuser -u nobody -- bash -s -- x <"$DEPLOY/$s" 2>&1); then
 		fail "$s ran as nobody"
 	fi
 	case $out in *"must run as root"*) ok "$s: $out" ;; *) fail "$s as nobody said: $out" ;; esac
@@ -264,28 +264,61 @@ printf '%s' "$init" | grep -q '"serverInfo"' || fail "MCP initialize: unexpected
 SESSION=$(tr -d '\r' <"$T/headers" | sed -n 's/^[Mm][Cc][Pp]-[Ss][Ee][Ss][Ss][Ii][Oo][Nn]-[Ii][Dd]: *//p')
 [ -n "$SESSION" ] || fail "MCP initialize returned no Mcp-Session-Id header"
 mcp_post '{"jsonrpc":"2.0","method":"notifications/initialized"}' "$SESSION" >/dev/null || fail "MCP notifications/initialized failed"
-online=0
-for i in $(seq 1 60); do
-	resp=$(mcp_post "{\"jsonrpc\":\"2.0\",\"id\":$((i + 1)),\"method\":\"tools/call\",\"params\":{\"name\":\"list_servers\",\"arguments\":{}}}" "$SESSION") ||
-		fail "MCP tools/call list_servers failed"
-	data=$(printf '%s\n' "$resp" | sed -n 's/^data: //p')
-	[ -n "$data" ] || data=$resp # a JSON (not SSE) answer
-	printf '%s' "$data" | grep -q '"isError":true' && fail "list_servers returned an error: $data"
-	if command -v jq >/dev/null 2>&1; then
-		status=$(printf '%s' "$data" | jq -r '.result.structuredContent.servers[] | select(.name == "test-install-agent") | .status')
-	else
-		# Without jq: this coordinator knows one server only, so its name and an "online"
-		# status (container states are never "online") in structuredContent say enough.
-		sc=$(printf '%s' "$data" | grep -o '"structuredContent":.*' || true)
-		status=""
-		case $sc in *'"name":"test-install-agent"'*'"status":"online"'* | *'"status":"online"'*'"name":"test-install-agent"'*) status=online ;; esac
-	fi
-	if [ "$status" = online ]; then online=1; break; fi
-	kill -0 -- "-${pgids[1]}" 2>/dev/null || fail "the agent exited"
-	sleep 0.5
-done
-[ "$online" = 1 ] || fail "list_servers never showed test-install-agent online; last answer: $data"
+# wait_online: list_servers until test-install-agent is online (30 s), while the agent runs.
+rpc_id=1
+wait_online() {
+	local data="" status sc resp
+	for _ in $(seq 1 60); do
+		rpc_id=$((rpc_id + 1))
+		resp=$(mcp_post "{\"jsonrpc\":\"2.0\",\"id\":$rpc_id,\"method\":\"tools/call\",\"params\":{\"name\":\"list_servers\",\"arguments\":{}}}" "$SESSION") ||
+			fail "MCP tools/call list_servers failed"
+		data=$(printf '%s\n' "$resp" | sed -n 's/^data: //p')
+		[ -n "$data" ] || data=$resp # a JSON (not SSE) answer
+		if printf '%s' "$data" | grep -q '"isError":true'; then fail "list_servers returned an error: $data"; fi
+		if command -v jq >/dev/null 2>&1; then
+			status=$(printf '%s' "$data" | jq -r '.result.structuredContent.servers[] | select(.name == "test-install-agent") | .status')
+		else
+			# Without jq: this coordinator knows one server only, so its name and an "online"
+			# status (container states are never "online") in structuredContent say enough.
+			sc=$(printf '%s' "$data" | grep -o '"structuredContent":.*' || true)
+			status=""
+			case $sc in *'"name":"test-install-agent"'*'"status":"online"'* | *'"status":"online"'*'"name":"test-install-agent"'*) status=online ;; esac
+		fi
+		[ "$status" != online ] || return 0
+		kill -0 -- "-$agent_pg" 2>/dev/null || fail "the agent exited"
+		sleep 0.5
+	done
+	fail "list_servers never showed test-install-agent online; last answer: $data"
+}
+wait_online
 ok "list_servers: test-install-agent is online"
+
+step "after \`gridcity agents revoke\`, install-agent.sh --reenroll with a new line replaces the identity"
+as_svc "$PREFIX/gridcity" agents revoke test-install-agent --data "$DATA" >/dev/null || fail "gridcity agents revoke failed"
+LINE2=$(as_svc "$PREFIX/gridcity" join --data "$DATA" --json | sed -n 's/.*"joinLine": *"\([^"]*\)".*/\1/p')
+[ -n "$LINE2" ] || fail "gridcity join gave no second join line"
+if "${inst_env[@]}" bash "$DEPLOY/install-agent.sh" "gridcity://garbage" --reenroll --binary "$BIN/gridcity-agent" >"$LOGS/bad.out" 2>&1; then
+	fail "install-agent.sh --reenroll accepted a garbage line"
+fi
+[ "$(cksum <"$STATE/identity.json")" = "$id_sum" ] || fail "a failed --reenroll changed identity.json"
+"${inst_env[@]}" bash "$DEPLOY/install-agent.sh" "$LINE2" --reenroll --binary "$BIN/gridcity-agent" \
+	>"$LOGS/install-agent-4.out" 2>&1 || { cat "$LOGS/install-agent-4.out"; fail "install-agent.sh --reenroll failed"; }
+assert_grep "replaced the previous identity" "$LOGS/install-agent-4.out"
+[ "$(cksum <"$STATE/identity.json")" != "$id_sum" ] || fail "--reenroll kept the revoked identity"
+assert_mode "$STATE/identity.json" 600
+leftover=$(find "$(dirname "$STATE")" -maxdepth 1 -name '.gridcity-agent-enroll.*')
+[ -z "$leftover" ] || fail "--reenroll left $leftover behind"
+kill -TERM -- "-$agent_pg" 2>/dev/null || true
+start agent-reenrolled "$agent_cmd"
+# Wait for the new stream itself: the server may still show online from the old one.
+for _ in $(seq 1 100); do
+	grep -q "connected to the coordinator" "$LOGS/agent-reenrolled.log" && break
+	kill -0 -- "-$agent_pg" 2>/dev/null || fail "the re-enrolled agent exited"
+	sleep 0.2
+done
+assert_grep "connected to the coordinator" "$LOGS/agent-reenrolled.log"
+wait_online
+ok "new identity; the restarted agent is online again"
 
 step "nothing in the data directory belongs to root"
 stray=$(find "$DATA" ! -user "$SVC_USER" -print)
