@@ -7,7 +7,23 @@
 // a name and a Tier, the way node_exporter's collectors do; the tiers let
 // the agent sample cheap facts every few seconds and expensive ones rarely.
 // A collector that cannot run (no systemd, no docker socket, no permission)
-// is recorded as a gap with the real error, never left out silently. All
+// is recorded as a gap with the real error, never left out silently; a gap's
+// check is the collector's name, or "<name>:<part>" for a part it could not
+// see while the rest was collected (a hung NFS mount, say). The collectors
+// and the sections they fill:
+//
+//	host          HostInfo        TierSlow
+//	cpu           CPU             TierFast
+//	memory        Memory          TierFast
+//	disks         Disks           TierMedium
+//	sockets       Listeners and Connections (one read of /proc/net)  TierMedium
+//	failed_units  Units           TierMedium
+//	containers    Containers      TierMedium
+//	updates       Updates         TierUpdates
+//
+// The agent sends Full first and then, per tier tick, Changes between the
+// state it last sent and a Collect, merging what it sends into that state
+// with Merge. All
 // text read from the host is treated as hostile: every parser is bounded in
 // lines, line length, items and string length, and every string that leaves
 // the package is valid UTF-8.

@@ -49,7 +49,7 @@ func newDisksCollector(cfg Config, _ *slog.Logger) collector {
 }
 
 func (c *disksCollector) update(ctx context.Context, out *gridcityv1.StateUpdate, n *notes) error {
-	mounts, err := c.readMounts()
+	mounts, err := c.readMounts(n)
 	if err != nil {
 		return err
 	}
@@ -69,7 +69,9 @@ func (c *disksCollector) update(ctx context.Context, out *gridcityv1.StateUpdate
 	return nil
 }
 
-func (c *disksCollector) readMounts() ([]mount, error) {
+// readMounts reads the first mount table it can. One longer than
+// maxMountLines gives the mounts of its first lines and a note.
+func (c *disksCollector) readMounts(n *notes) ([]mount, error) {
 	var errs []error
 	for _, path := range c.mountsPaths {
 		var mounts []mount
@@ -77,6 +79,10 @@ func (c *disksCollector) readMounts() ([]mount, error) {
 			mounts = parseMounts(s.lines())
 			return nil
 		})
+		if errors.Is(err, errLineLimit) {
+			n.add("mounts", fmt.Sprintf("%s has more than %d lines; only the first were read", path, maxMountLines))
+			err = nil
+		}
 		if err == nil {
 			return mounts, nil
 		}

@@ -34,10 +34,12 @@ type socketTable struct {
 // process, only when a listener appears that it has not looked for before,
 // as tailscale's portlist does.
 type socketsCollector struct {
-	procRoot string
-	tables   []socketTable
-	sc       *lineScanner
-	tally    sockTally
+	procRoot  string
+	tables    []socketTable
+	sockstats []string
+	sc        *lineScanner
+	tally     sockTally
+	inuse     map[string]uint64
 
 	// owners maps the inode of every current listener to its process.
 	owners map[uint64]owner
@@ -53,17 +55,31 @@ func newSocketsCollector(cfg Config, _ *slog.Logger) collector {
 		return socketTable{path: filepath.Join(cfg.ProcRoot, "net", name), proto: name, udp: udp, optional: optional}
 	}
 	return &socketsCollector{
-		procRoot: cfg.ProcRoot,
-		tables:   []socketTable{table("tcp", false, false), table("tcp6", false, true), table("udp", true, false), table("udp6", true, true)},
-		sc:       newLineScanner(64 << 10),
-		owners:   map[uint64]owner{},
-		linkBuf:  make([]byte, 64),
+		procRoot:  cfg.ProcRoot,
+		tables:    []socketTable{table("tcp", false, false), table("tcp6", false, true), table("udp", true, false), table("udp6", true, true)},
+		sockstats: []string{filepath.Join(cfg.ProcRoot, "net", "sockstat"), filepath.Join(cfg.ProcRoot, "net", "sockstat6")},
+		sc:        newLineScanner(64 << 10),
+		inuse:     map[string]uint64{},
+		owners:    map[uint64]owner{},
+		linkBuf:   make([]byte, 64),
 	}
 }
 
 func (c *socketsCollector) update(ctx context.Context, out *gridcityv1.StateUpdate, n *notes) error {
 	c.tally.reset()
+	// A missing sockstat (an old or trimmed kernel) only means every
+	// table is read.
+	clear(c.inuse)
+	for _, path := range c.sockstats {
+		_ = scanFile(c.sc, path, maxMeminfoLines, func(s *lineScanner) error {
+			parseSockstat(s.lines(), c.inuse)
+			return nil
+		})
+	}
 	for _, tb := range c.tables {
+		if n, known := c.inuse[tb.proto]; known && n == 0 {
+			continue
+		}
 		err := scanFile(c.sc, tb.path, maxSocketLines, func(s *lineScanner) error {
 			parseSockets(s.lines(), binary.NativeEndian, func(sk socket) { c.tally.add(tb.proto, tb.udp, sk) })
 			return nil

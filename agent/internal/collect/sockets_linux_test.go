@@ -100,3 +100,45 @@ func TestSocketsCollectorCache(t *testing.T) {
 		t.Error("closed listener 777 still cached")
 	}
 }
+
+// TestSocketsCollectorSkipsEmptyTables checks that a table whose family
+// has no socket in use is not generated: the kernel walks its whole hash
+// table for it.
+func TestSocketsCollectorSkipsEmptyTables(t *testing.T) {
+	skipBigEndian(t)
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "net"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	listener := "   0: 00000000000000000000000000000000:0016 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 5 1 0 100 0 0 10 0\n"
+	files := map[string]string{
+		"tcp": "", "udp": "", "udp6": "",
+		// Stale on purpose: were it read, the listener would show.
+		"tcp6":      "  sl  local_address remote_address st\n" + listener,
+		"sockstat6": "TCP6: inuse 0\nUDP6: inuse 0\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(root, "net", name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newSocketsCollector(Config{ProcRoot: root}, nil)
+	var out gridcityv1.StateUpdate
+	if err := c.update(context.Background(), &out, &notes{name: "sockets"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(out.GetListeners().GetItems()); n != 0 {
+		t.Errorf("got %d listeners; want tcp6 skipped", n)
+	}
+
+	files["sockstat6"] = "TCP6: inuse 1\n"
+	if err := os.WriteFile(filepath.Join(root, "net", "sockstat6"), []byte(files["sockstat6"]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.update(context.Background(), &out, &notes{name: "sockets"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(out.GetListeners().GetItems()); n != 1 {
+		t.Errorf("got %d listeners; want the tcp6 one once sockets are in use", n)
+	}
+}

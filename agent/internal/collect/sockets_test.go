@@ -167,3 +167,35 @@ func TestParseSocketLink(t *testing.T) {
 		}
 	}
 }
+
+func TestParseSockstat(t *testing.T) {
+	in := `sockets: used 180
+TCP: inuse 5 orphan 0 tw 31 alloc 8 mem 1
+UDP: inuse 2 mem 0
+UDPLITE: inuse 0
+RAW: inuse 0
+FRAG: inuse 0 memory 0
+TCP6: inuse 0
+UDP6: inuse 3
+UDPLITE6: inuse 0
+`
+	got := map[string]uint64{}
+	parseSockstat(linesOf([]byte(in), maxMeminfoLines), got)
+	want := map[string]uint64{"tcp": 5, "udp": 2, "tcp6": 0, "udp6": 3}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("got %v; want %v", got, want)
+	}
+}
+
+func FuzzParseSockstat(f *testing.F) {
+	f.Add([]byte("TCP: inuse 5 orphan 0 tw 31 alloc 8 mem 1\nTCP6: inuse 0\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got := map[string]uint64{}
+		parseSockstat(linesOf(data, maxMeminfoLines), got)
+		for k := range got {
+			if k != "tcp" && k != "udp" && k != "tcp6" && k != "udp6" {
+				t.Fatalf("unexpected table %q", k)
+			}
+		}
+	})
+}
