@@ -154,6 +154,12 @@ func TestRefusals(t *testing.T) {
 		if !strings.Contains(b.out.String(), `certificate for "gone-1" was revoked`) {
 			t.Fatalf("revoked agent said:\n%s", b.out.String())
 		}
+		if code := b.cmd.ProcessState.ExitCode(); code != 78 {
+			t.Errorf("revoked agent exited %d; want 78 (EX_CONFIG), which systemd does not restart", code)
+		}
+		// A new join line enrolls it again, as the refusal says.
+		startAgent(t, c, "gone-1", state, c.joinLine())
+		c.waitStatus(tok, "gone-1", "online", 20*time.Second)
 	})
 	t.Run("mcp without a valid token", func(t *testing.T) {
 		if _, err := c.servers("gc_wrong"); err == nil {
@@ -248,7 +254,7 @@ func TestSnapshotJSON(t *testing.T) {
 		}
 		gaps[g.Check] = g.Reason
 	}
-	for check, section := range map[string]*json.RawMessage{"failed_units": st.FailedUnits, "containers": st.Containers, "updates": st.Updates, "disks": st.Disks, "listeners": st.Listeners} {
+	for check, section := range map[string]*json.RawMessage{"failed_units": st.FailedUnits, "containers": st.Containers, "updates": st.Updates, "disks": st.Disks, "sockets": st.Listeners} {
 		if section == nil && gaps[check] == "" {
 			t.Errorf("section %s is neither collected nor a gap", check)
 		}

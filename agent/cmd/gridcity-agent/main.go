@@ -25,6 +25,20 @@ import (
 
 var version = "dev"
 
+// exitConfig is EX_CONFIG from sysexits.h: the operator has to act.
+const exitConfig = 78
+
+// configError marks errors of configuration or enrollment, which exit with
+// exitConfig; its message is the wrapped one's.
+type configError struct{ err error }
+
+func (e *configError) Error() string { return e.err.Error() }
+func (e *configError) Unwrap() error { return e.err }
+
+func configErr(format string, args ...any) error {
+	return &configError{fmt.Errorf(format, args...)}
+}
+
 const usage = `gridcity-agent — streams this server's state to a gridcity coordinator
 
 Usage:
@@ -44,6 +58,13 @@ func main() {
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "gridcity-agent:", err)
+		}
+		// A refusal that restarting cannot fix (revoked, not enrolled, bad
+		// config) exits with EX_CONFIG, which the unit does not restart.
+		var perm *link.PermanentError
+		var cfg *configError
+		if errors.As(err, &perm) || errors.As(err, &cfg) {
+			os.Exit(exitConfig)
 		}
 		os.Exit(1)
 	}
@@ -95,7 +116,11 @@ func parse(fs *flag.FlagSet, args []string) error {
 }
 
 func cmdRun(ctx context.Context, args []string, stderr io.Writer, enrollOnly bool) error {
-	fs := flag.NewFlagSet("gridcity-agent run", flag.ContinueOnError)
+	verb := "run"
+	if enrollOnly {
+		verb = "enroll"
+	}
+	fs := flag.NewFlagSet("gridcity-agent "+verb, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	join := fs.String("join", "", "the join line printed by `gridcity join`")
 	coord := fs.String("coordinator", "", "coordinator HOST:PORT (with --token and --ca-pin, instead of --join)")
@@ -115,13 +140,13 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, enrollOnly boo
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg, err := LoadConfig(*configPath)
 	if err != nil {
-		return err
+		return configErr("%w", err)
 	}
 	if *name != "" {
 		cfg.Name = *name
 	}
 	if err := cfg.Validate(); err != nil {
-		return err
+		return configErr("%w", err)
 	}
 
 	var jl *gridcityv1.JoinLine
@@ -147,19 +172,22 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, enrollOnly boo
 
 	id, err := link.LoadIdentity(*state)
 	switch {
-	case err == nil && jl != nil && id.CAPin == jl.CAPin && id.Coordinator == jl.Coordinator:
-		if id.Name != cfg.Name {
-			return fmt.Errorf("this agent is enrolled as %q, not %q: drop --name, or remove %s/identity.json and enroll again", id.Name, cfg.Name, *state)
+	case err == nil && jl != nil && id.JoinTokenHash == link.TokenHash(jl.Token) && id.CAPin == jl.CAPin:
+		// The same join line again (a re-run installer, a unit that keeps --join).
+		if *name != "" && id.Name != *name {
+			return configErr("this agent is enrolled as %q, not %q: drop --name, or enroll with a new join line", id.Name, *name)
 		}
-		logger.Info("already enrolled with this coordinator; the join line is not needed again", "name", id.Name)
+		logger.Info("already enrolled with this join line; it is not needed again", "name", id.Name)
 	case (err == nil || errors.Is(err, link.ErrNotEnrolled)) && jl != nil:
+		// A new join line: enroll again (after a revocation, or to move to
+		// another coordinator). The old identity stays until this succeeds.
 		id, err = link.Enroll(ctx, *state, *jl, cfg.Name, version)
 		if err != nil {
-			return err
+			return configErr("%w", err)
 		}
 		logger.Info("enrolled", "name", id.Name, "coordinator", id.Coordinator, "state", *state)
 	case errors.Is(err, link.ErrNotEnrolled):
-		return fmt.Errorf("not enrolled yet (no identity in %s): pass the join line from `gridcity join` with --join", *state)
+		return configErr("not enrolled yet (no identity in %s): pass the join line from `gridcity join` with --join", *state)
 	case err != nil:
 		return err
 	}

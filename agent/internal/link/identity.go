@@ -8,9 +8,11 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -38,6 +40,9 @@ type Identity struct {
 	Name        string    `json:"name"`
 	Coordinator string    `json:"coordinator"`
 	CAPin       string    `json:"caPin"`
+	// JoinTokenHash (sha256, hex) says which join line this identity came
+	// from, so that the same line is not enrolled twice and a new one is.
+	JoinTokenHash string `json:"joinTokenHash"`
 	EnrolledAt  time.Time `json:"enrolledAt"`
 	CertPEM     string    `json:"certPEM"`
 	KeyPEM      string    `json:"keyPEM"`
@@ -96,6 +101,12 @@ func (id *Identity) tlsConfig() (*tls.Config, error) {
 		ServerName:   gridcityv1.CoordinatorServerName,
 		MinVersion:   tls.VersionTLS13,
 	}, nil
+}
+
+// TokenHash identifies a join token without keeping it.
+func TokenHash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
 }
 
 // FetchPinnedCA returns the coordinator's CA certificate, proven by the pin.
@@ -176,7 +187,7 @@ func Enroll(ctx context.Context, dir string, jl gridcityv1.JoinLine, name, versi
 		return nil, err
 	}
 	id := &Identity{
-		Name: name, Coordinator: jl.Coordinator, CAPin: jl.CAPin, EnrolledAt: time.Now().UTC(),
+		Name: name, Coordinator: jl.Coordinator, CAPin: jl.CAPin, EnrolledAt: time.Now().UTC(), JoinTokenHash: TokenHash(jl.Token),
 		CertPEM: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})),
 		KeyPEM:  string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})),
 		CAPEM:   string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw})),

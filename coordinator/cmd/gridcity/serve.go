@@ -73,6 +73,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	adv := *advertise
 	if adv == "" {
 		adv = defaultAdvertise(*grpcAddr)
+		if loopbackBind(adv) {
+			logger.Warn("join lines will name a loopback address, which only agents on this host can reach; set --advertise HOST:PORT", "advertise", adv)
+		}
 	}
 	gs, err := api.GRPCServer()
 	if err != nil {
