@@ -37,16 +37,16 @@ var ErrNotEnrolled = errors.New("not enrolled")
 
 // Identity is an enrolled agent's credentials.
 type Identity struct {
-	Name        string    `json:"name"`
-	Coordinator string    `json:"coordinator"`
-	CAPin       string    `json:"caPin"`
+	Name        string `json:"name"`
+	Coordinator string `json:"coordinator"`
+	CAPin       string `json:"caPin"`
 	// JoinTokenHash (sha256, hex) says which join line this identity came
 	// from, so that the same line is not enrolled twice and a new one is.
-	JoinTokenHash string `json:"joinTokenHash"`
-	EnrolledAt  time.Time `json:"enrolledAt"`
-	CertPEM     string    `json:"certPEM"`
-	KeyPEM      string    `json:"keyPEM"`
-	CAPEM       string    `json:"caPEM"`
+	JoinTokenHash string    `json:"joinTokenHash"`
+	EnrolledAt    time.Time `json:"enrolledAt"`
+	CertPEM       string    `json:"certPEM"`
+	KeyPEM        string    `json:"keyPEM"`
+	CAPEM         string    `json:"caPEM"`
 }
 
 // LoadIdentity reads the identity from the state directory.
