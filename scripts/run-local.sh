@@ -3,40 +3,101 @@
 # both in the foreground of this terminal; Ctrl-C stops both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUN=${GRIDCITY_RUN_DIR:-.run}
+ROOT=$PWD
+RUN=${GRIDCITY_RUN_DIR:-$ROOT/.run}
 DATA=$RUN/coordinator
 STATE=$RUN/agent
 HTTP=${GRIDCITY_HTTP:-127.0.0.1:4600}
 GRPC=${GRIDCITY_GRPC:-127.0.0.1:4601}
+NAME=${GRIDCITY_NAME:-$(hostname)}
+GC=$ROOT/bin/gridcity
+AGENT=$ROOT/bin/gridcity-agent
 mkdir -p "$RUN"
+chmod 700 "$RUN"
 
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT INT TERM
+die() {
+	echo "make run: $*" >&2
+	for log in "$RUN"/coordinator.log "$RUN"/agent.log; do
+		[ -s "$log" ] && { echo "--- last lines of $log" >&2; tail -n 8 "$log" >&2; }
+	done
+	exit 1
+}
 
-bin/gridcity serve --data "$DATA" --http "$HTTP" --grpc "$GRPC" --advertise "$GRPC" >>"$RUN/coordinator.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 1 100); do
-  (exec 3<>"/dev/tcp/${HTTP%:*}/${HTTP##*:}") 2>/dev/null && break
-  kill -0 "${pids[0]}" 2>/dev/null || { echo "the coordinator did not start:"; tail -20 "$RUN/coordinator.log"; exit 1; }
-  sleep 0.1
+# http_get PATH: a GET on the coordinator's HTTP port with bash alone (no curl on a fresh machine).
+http_get() {
+	exec 3<>"/dev/tcp/${HTTP%:*}/${HTTP##*:}" || return 1
+	printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$1" "$HTTP" >&3
+	cat <&3
+	exec 3<&-
+}
+
+for addr in "$HTTP" "$GRPC"; do
+	if (exec 3<>"/dev/tcp/${addr%:*}/${addr##*:}") 2>/dev/null; then
+		die "$addr is already in use — is another 'make run' (or gridcity serve) running? Stop it, or choose other ports with GRIDCITY_HTTP and GRIDCITY_GRPC."
+	fi
 done
 
-# Enroll once; later runs reuse the identity in $STATE.
-join=""
-[ -f "$STATE/identity.json" ] || join=$(bin/gridcity join --data "$DATA" --json | sed -n 's/.*"joinLine": *"\([^"]*\)".*/\1/p')
-bin/gridcity-agent run --state "$STATE" ${join:+--join "$join"} >>"$RUN/agent.log" 2>&1 &
-pids+=($!)
+pids=()
+stopping=0
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+}
+trap cleanup EXIT
+trap 'stopping=1' INT TERM
 
-bin/gridcity mcp --data "$DATA"
+: >"$RUN/coordinator.log"
+"$GC" serve --data "$DATA" --http "$HTTP" --grpc "$GRPC" --advertise "$GRPC" >>"$RUN/coordinator.log" 2>&1 &
+coord=$!
+pids+=("$coord")
+for _ in $(seq 1 100); do
+	kill -0 "$coord" 2>/dev/null || die "the coordinator did not start"
+	http_get /healthz 2>/dev/null | grep -q '"status":"ok"' && break
+	sleep 0.1
+done
+kill -0 "$coord" 2>/dev/null || die "the coordinator did not start"
+
+# Enroll once; later runs reuse the identity in $STATE. A store that was
+# reset (a new CA) or an agent state that was deleted means enrolling anew.
+line=$("$GC" join --data "$DATA" --json 2>/dev/null | sed -n 's/.*"joinLine": *"\([^"]*\)".*/\1/p')
+[ -n "$line" ] || die "gridcity join failed"
+pin=${line##*/}
+if [ -f "$STATE/identity.json" ] && ! grep -q "\"caPin\": \"$pin\"" "$STATE/identity.json"; then
+	echo "make run: the coordinator's store is new; enrolling this machine again"
+	rm -rf "$STATE"
+fi
+if [ ! -f "$STATE/identity.json" ]; then
+	# This machine's old enrollment (if any) belongs to a deleted agent state.
+	"$GC" agents revoke "$NAME" --data "$DATA" >/dev/null 2>&1 || true
+	"$AGENT" enroll --join "$line" --state "$STATE" --name "$NAME" >>"$RUN/agent.log" 2>&1 || die "the agent could not enroll"
+fi
+
+"$AGENT" run --state "$STATE" >>"$RUN/agent.log" 2>&1 &
+agent=$!
+pids+=("$agent")
+for _ in $(seq 1 300); do
+	kill -0 "$agent" 2>/dev/null || die "the agent stopped"
+	http_get /healthz 2>/dev/null | grep -q '"agentsConnected":[1-9]' && break
+	sleep 0.1
+done
+http_get /healthz 2>/dev/null | grep -q '"agentsConnected":[1-9]' || die "the agent did not connect within 30 s"
+
+"$GC" mcp --data "$DATA"
 cat <<TXT
 
-App:           http://$HTTP/   (the approval app arrives with run_command)
+Server:        $NAME (this machine) is online; ask your AI client for list_servers.
 Logs:          $RUN/coordinator.log, $RUN/agent.log
 Data:          $DATA (delete $RUN to start from scratch)
+CLI:           $GC token|agents|join … --data $DATA
 
-Add another server:  bin/gridcity join --data $DATA
 Ctrl-C stops the coordinator and the agent.
 TXT
-wait -n "${pids[@]}" || true
-echo "a process ended; see $RUN/*.log"
+
+while [ "$stopping" = 0 ]; do
+	for p in "${pids[@]}"; do
+		kill -0 "$p" 2>/dev/null || [ "$stopping" = 1 ] || die "a process ended unexpectedly"
+	done
+	sleep 0.5
+done
+echo
+echo "make run: stopped; the state stays in $RUN"

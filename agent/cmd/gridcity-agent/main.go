@@ -56,9 +56,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "gridcity-agent:", err)
+		if errors.Is(err, flag.ErrHelp) {
+			return // the usage was asked for and printed
 		}
+		fmt.Fprintln(os.Stderr, "gridcity-agent:", err)
 		// A refusal that restarting cannot fix (revoked, not enrolled, bad
 		// config) exits with EX_CONFIG, which the unit does not restart.
 		var perm *link.PermanentError
@@ -99,7 +100,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 		key := "GRIDCITY_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v, ok := os.LookupEnv(key); ok && envErr == nil {
 			if err := fs.Set(f.Name, v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %w", key, v, err)
+				envErr = fmt.Errorf("environment %s=%q: %w (see --%s)", key, v, err, f.Name)
 			}
 		}
 	})
@@ -122,22 +123,27 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, enrollOnly boo
 	}
 	fs := flag.NewFlagSet("gridcity-agent "+verb, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	join := fs.String("join", "", "the join line printed by `gridcity join`")
+	join := fs.String("join", "", "the join line printed by 'gridcity join' on the coordinator")
 	coord := fs.String("coordinator", "", "coordinator HOST:PORT (with --token and --ca-pin, instead of --join)")
 	token := fs.String("token", "", "join token (with --coordinator)")
 	pin := fs.String("ca-pin", "", "sha256:HEX pin of the coordinator's CA (with --coordinator)")
 	name := fs.String("name", "", "this server's name in the fleet (default: the config's name, else the host name)")
 	state := fs.String("state", defaultStateDir(), "state directory: the agent's identity")
-	configPath := fs.String("config", "", "YAML config file")
+	configPath := fs.String("config", "", "YAML config file (default "+defaultConfigFile+" when it exists)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("--log-level %q: use debug, info, warn or error", *logLevel)
+		return fmt.Errorf("log level %q (--log-level or GRIDCITY_LOG_LEVEL): use debug, info, warn or error", *logLevel)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if *configPath == "" {
+		if _, err := os.Stat(defaultConfigFile); err == nil {
+			*configPath = defaultConfigFile
+		}
+	}
 	cfg, err := LoadConfig(*configPath)
 	if err != nil {
 		return configErr("%w", err)
@@ -180,8 +186,13 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, enrollOnly boo
 		logger.Info("already enrolled with this join line; it is not needed again", "name", id.Name)
 	case (err == nil || errors.Is(err, link.ErrNotEnrolled)) && jl != nil:
 		// A new join line: enroll again (after a revocation, or to move to
-		// another coordinator). The old identity stays until this succeeds.
-		id, err = link.Enroll(ctx, *state, *jl, cfg.Name, version)
+		// another coordinator), under the same name unless --name says
+		// otherwise. The old identity stays until this succeeds.
+		enrollName := cfg.Name
+		if id != nil && *name == "" {
+			enrollName = id.Name
+		}
+		id, err = link.Enroll(ctx, *state, *jl, enrollName, version)
 		if err != nil {
 			return configErr("%w", err)
 		}
@@ -194,13 +205,22 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, enrollOnly boo
 	if enrollOnly {
 		return nil
 	}
+	if id.Name != cfg.Name && *name == "" {
+		logger.Warn("the config names this server differently from its enrollment; the enrolled name is used (enroll with a new join line and --name to rename it)", "enrolled", id.Name, "config", cfg.Name)
+	}
 	set := collect.New(collect.DefaultConfig(), logger)
 	client := link.NewClient(id, set, link.Options{
 		Version: version, District: cfg.District, RunAs: cfg.RunAs, CommandsEnabled: cfg.Commands,
 	}, logger)
 	logger.Info("agent starting", "version", version, "name", id.Name, "coordinator", id.Coordinator)
-	return client.Run(ctx)
+	err = client.Run(ctx)
+	if ctx.Err() != nil {
+		logger.Info("agent stopping", "reason", context.Cause(ctx))
+	}
+	return err
 }
+
+const defaultConfigFile = "/etc/gridcity/agent.yaml"
 
 func defaultStateDir() string {
 	if os.Geteuid() == 0 {
@@ -226,7 +246,10 @@ func cmdSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	// rather than the average since boot.
 	set.Collect(ctx, collect.TierFast)
 	time.Sleep(time.Second)
-	st := set.Full(ctx)
+	st := set.Collect(ctx, collect.TierFast, collect.TierMedium, collect.TierSlow)
+	// The package manager last, so that its work is not in the CPU figure.
+	collect.Merge(st, set.Collect(ctx, collect.TierUpdates))
+	st.Full = true
 	if *asJSON {
 		b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", EmitUnpopulated: true}.Marshal(st)
 		if err != nil {

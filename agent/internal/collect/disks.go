@@ -135,6 +135,7 @@ func diskSection(m mount, st fsStats) *gridcityv1.Disk {
 		Filesystem:        m.fstype,
 		TotalBytes:        st.total,
 		UsedBytes:         used,
+		AvailableBytes:    min(st.avail, st.total),
 		UsedPercent:       percent(float64(used), float64(used)+float64(st.avail)),
 		InodesTotal:       st.files,
 		InodesUsed:        inodesUsed,

@@ -110,18 +110,18 @@ func TestDiskSection(t *testing.T) {
 		{
 			name: "reserved blocks count as used the way df counts them",
 			st:   fsStats{total: 1000, free: 300, avail: 250, files: 100, filesFree: 75},
-			want: &gridcityv1.Disk{Mount: "/", Device: "/dev/vda1", Filesystem: "ext4", TotalBytes: 1000, UsedBytes: 700,
+			want: &gridcityv1.Disk{Mount: "/", Device: "/dev/vda1", Filesystem: "ext4", TotalBytes: 1000, UsedBytes: 700, AvailableBytes: 250,
 				UsedPercent: 73.68, InodesTotal: 100, InodesUsed: 25, InodesUsedPercent: 25},
 		},
 		{
 			name: "no inode count (btrfs)",
 			st:   fsStats{total: 1000, free: 1000, avail: 1000},
-			want: &gridcityv1.Disk{Mount: "/", Device: "/dev/vda1", Filesystem: "ext4", TotalBytes: 1000},
+			want: &gridcityv1.Disk{Mount: "/", Device: "/dev/vda1", Filesystem: "ext4", TotalBytes: 1000, AvailableBytes: 1000},
 		},
 		{
 			name: "free above total is clamped",
 			st:   fsStats{total: 10, free: 20, avail: 20, files: 1, filesFree: 5},
-			want: &gridcityv1.Disk{Mount: "/", Device: "/dev/vda1", Filesystem: "ext4", TotalBytes: 10, InodesTotal: 1},
+			want: &gridcityv1.Disk{Mount: "/", Device: "/dev/vda1", Filesystem: "ext4", TotalBytes: 10, AvailableBytes: 10, InodesTotal: 1},
 		},
 	}
 	for _, tt := range tests {

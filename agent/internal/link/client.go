@@ -212,15 +212,14 @@ func recvError(stream grpc.BidiStreamingClient[gridcityv1.AgentMessage, gridcity
 	return sendErr
 }
 
-// fullState returns the state to open a stream with: everything the first
-// time, afterwards the remembered state with fresh cheap facts.
+// fullState returns the state to open a stream with: the first time every
+// tier but the package manager's (which can take seconds; collectLoop runs
+// it next), afterwards the remembered state with fresh cheap facts.
 func (c *Client) fullState(ctx context.Context) *gridcityv1.StateUpdate {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state == nil {
-		fctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		c.state = c.set.Full(fctx)
-		cancel()
+		c.state = c.set.Collect(ctx, collect.TierFast, collect.TierMedium, collect.TierSlow)
 	} else {
 		collect.Merge(c.state, c.set.Collect(ctx, collect.TierFast, collect.TierMedium))
 	}
@@ -244,6 +243,22 @@ func (c *Client) collectLoop(ctx context.Context, settings <-chan *gridcityv1.Se
 	}
 	updatesDone := make(chan *gridcityv1.StateUpdate, 1)
 	updatesBusy := false
+	runUpdates := func() {
+		if updatesBusy {
+			return
+		}
+		updatesBusy = true
+		go func() {
+			uctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+			defer cancel()
+			updatesDone <- c.set.Collect(uctx, collect.TierUpdates)
+		}()
+	}
+	c.mu.Lock()
+	if c.state.Updates == nil {
+		runUpdates() // not collected yet: the stream opened without it
+	}
+	c.mu.Unlock()
 	emit := func(next *gridcityv1.StateUpdate) {
 		c.mu.Lock()
 		diff := collect.Changes(c.state, next)
@@ -278,14 +293,7 @@ func (c *Client) collectLoop(ctx context.Context, settings <-chan *gridcityv1.Se
 			emit(u)
 			continue
 		case <-tickers[collect.TierUpdates].C:
-			if !updatesBusy {
-				updatesBusy = true
-				go func() {
-					uctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-					defer cancel()
-					updatesDone <- c.set.Collect(uctx, collect.TierUpdates)
-				}()
-			}
+			runUpdates()
 			continue
 		case <-tickers[collect.TierFast].C:
 			tier = collect.TierFast

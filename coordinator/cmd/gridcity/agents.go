@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,11 +16,12 @@ import (
 func cmdAgents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("agents", stderr)
 	data := dataFlag(fs)
+	asJSON := fs.Bool("json", false, "list: print JSON")
 	pos, err := interleaved(fs, args)
 	if err != nil {
 		return err
 	}
-	st, err := store.OpenSQLite(ctx, *data)
+	st, err := openExisting(ctx, *data)
 	if err != nil {
 		return err
 	}
@@ -29,6 +31,18 @@ func cmdAgents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		as, err := st.Agents(ctx)
 		if err != nil {
 			return err
+		}
+		if *asJSON {
+			type row struct {
+				Name       string `json:"name"`
+				EnrolledAt string `json:"enrolledAt"`
+				RevokedAt  string `json:"revokedAt,omitempty"`
+			}
+			rows := []row{}
+			for _, a := range as {
+				rows = append(rows, row{a.Name, rfc3339(a.EnrolledAt), rfc3339(a.RevokedAt)})
+			}
+			return json.NewEncoder(stdout).Encode(rows)
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tENROLLED\tCERTIFICATE")
@@ -51,5 +65,5 @@ func cmdAgents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "Agent %q revoked: its next connection is refused. It can rejoin only with a new join line.\n", pos[1])
 		return nil
 	}
-	return fmt.Errorf("agents %s: say list or revoke NAME", strings.Join(pos, " "))
+	return fmt.Errorf("agents %s: say list or revoke NAME", strings.TrimSpace(strings.Join(pos, " ")))
 }

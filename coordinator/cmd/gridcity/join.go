@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"time"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
@@ -37,7 +38,7 @@ func cmdJoin(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		addr = info.Advertise
 	}
-	st, err := store.OpenSQLite(ctx, *data)
+	st, err := openExisting(ctx, *data)
 	if err != nil {
 		return err
 	}
@@ -61,6 +62,9 @@ func cmdJoin(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		enc.SetIndent("", "  ")
 		return enc.Encode(map[string]any{"coordinator": addr, "token": token, "caPin": ca.Pin(), "joinLine": line.String(), "expiresAt": exp.UTC().Format(time.RFC3339), "singleUse": !*reusable})
 	}
+	if host, _, err := net.SplitHostPort(addr); err == nil && (host == "localhost" || net.ParseIP(host) != nil && net.ParseIP(host).IsLoopback()) {
+		fmt.Fprintf(stderr, "note: this join line names %s, a loopback address: only an agent on this host can use it. Start the coordinator with --advertise HOST:PORT, or pass --coordinator HOST:PORT here.\n\n", addr)
+	}
 	use := "one agent"
 	if *reusable {
 		use = "any number of agents"
@@ -73,9 +77,9 @@ On the server, as root, with the agent binary and this repository's deploy/ fold
 
   deploy/install-agent.sh %s
 
-or, to try it in the foreground:
+or, to try it in the foreground (state in ./agent-state, named after the host unless --name):
 
-  gridcity-agent run --join %s
+  gridcity-agent run --state ./agent-state --join %s
 `, use, exp.Local().Format("2006-01-02 15:04 MST"), line, line, line)
 	return nil
 }

@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -25,8 +27,8 @@ Usage:
   gridcity serve    [--data DIR] [--http ADDR] [--grpc ADDR] [--advertise HOST:PORT]
   gridcity join     [--data DIR] [--ttl DURATION] [--reusable] [--json]
   gridcity mcp      [--data DIR] [--json]
-  gridcity token    create NAME [--scope read|operate] [--json] | list | revoke NAME
-  gridcity agents   list | revoke NAME
+  gridcity token    create NAME [--scope read|operate] [--json] | list [--json] | revoke NAME
+  gridcity agents   list [--json] | revoke NAME
   gridcity version
 
 Every flag also reads GRIDCITY_<FLAG> from the environment (--data: GRIDCITY_DATA).
@@ -36,9 +38,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "gridcity:", err)
+		if errors.Is(err, flag.ErrHelp) {
+			return // the usage was asked for and printed
 		}
+		fmt.Fprintln(os.Stderr, "gridcity:", err)
 		os.Exit(1)
 	}
 }
@@ -71,10 +74,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return fmt.Errorf("unknown command %q", cmd)
 }
 
-// newFlags returns a flag set whose flags also read GRIDCITY_<FLAG>.
+// newFlags returns a flag set whose flags also read GRIDCITY_<FLAG>, and
+// whose usage starts with the command's synopsis.
 func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("gridcity "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		for _, line := range strings.Split(usage, "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "gridcity "+name+" ") {
+				fmt.Fprintln(stderr, "Usage:\n"+line)
+			}
+		}
+		fmt.Fprintln(stderr, "\nFlags (each also read from GRIDCITY_<FLAG>):")
+		fs.PrintDefaults()
+	}
 	return fs
 }
 
@@ -85,7 +98,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 		key := "GRIDCITY_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v, ok := os.LookupEnv(key); ok && envErr == nil {
 			if err := fs.Set(f.Name, v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %w", key, v, err)
+				envErr = fmt.Errorf("environment %s=%q: %w (see --%s in `gridcity %s --help`)", key, v, err, f.Name, strings.TrimPrefix(fs.Name(), "gridcity "))
 			}
 		}
 	})
@@ -123,6 +136,15 @@ func defaultDataDir() string {
 	return ".gridcity"
 }
 
+// openExisting opens the store of a coordinator that has run, refusing a
+// directory without one rather than creating an empty store there.
+func openExisting(ctx context.Context, data string) (*store.SQLite, error) {
+	if _, err := os.Stat(filepath.Join(data, "gridcity.db")); err != nil {
+		return nil, fmt.Errorf("no coordinator store in %s (%v): start `gridcity serve --data %s` first, or pass the --data of your coordinator (GRIDCITY_DATA also works)", data, errors.Unwrap(err), data)
+	}
+	return store.OpenSQLite(ctx, data)
+}
+
 func dataFlag(fs *flag.FlagSet) *string {
 	return fs.String("data", defaultDataDir(), "data directory: the store, the CA, the local MCP token")
 }
@@ -130,7 +152,7 @@ func dataFlag(fs *flag.FlagSet) *string {
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+		return nil, fmt.Errorf("log level %q (--log-level or GRIDCITY_LOG_LEVEL): use debug, info, warn or error", level)
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-
-	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
 func cmdMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -20,7 +18,7 @@ func cmdMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	st, err := store.OpenSQLite(ctx, *data)
+	st, err := openExisting(ctx, *data)
 	if err != nil {
 		return err
 	}
@@ -34,16 +32,17 @@ func cmdMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		scheme = "https"
 	}
 	endpoint := scheme + "://" + info.HTTP + "/mcp"
-	headers := map[string]string{"Authorization": "Bearer " + tok, "X-Agent-Client": "<your client's name>"}
+	headers := map[string]string{"Authorization": "Bearer " + tok}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
 		return enc.Encode(map[string]any{"endpoint": endpoint, "token": tok, "headers": headers})
 	}
 	fmt.Fprintf(stdout, `MCP endpoint:  %s   (Streamable HTTP)
 Token:         %s
 Headers:       Authorization: Bearer %s
-               X-Agent-Client: <your client's name>   (optional; shown on approval cards)
+               X-Agent-Client: <your client's name>   (optional; names the client in the log and the audit)
 
 Claude Code:
   claude mcp add --transport http gridcity %s --header "Authorization: Bearer %s" --header "X-Agent-Client: claude-code"

@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gridcity/gridcity/coordinator/internal/agentapi"
@@ -46,6 +48,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	for flagName, addr := range map[string]string{"--http": *httpAddr, "--grpc": *grpcAddr} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return fmt.Errorf("%s %q is not an address: use HOST:PORT, e.g. 127.0.0.1:4600 or :4601", flagName, addr)
+		}
+	}
 	if (*tlsCert == "") != (*tlsKey == "") {
 		return errors.New("--tls-cert and --tls-key go together")
 	}
@@ -56,6 +63,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		logger.Warn("HTTP listens on a non-loopback address; the MCP endpoint and the app are reachable from the network", "http", *httpAddr)
 	}
 
+	unlock, err := lockData(*data)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	st, err := store.OpenSQLite(ctx, *data)
 	if err != nil {
 		return err
@@ -166,6 +178,27 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cancel()
 	wg.Wait()
 	return err
+}
+
+// lockData keeps a second coordinator off the same data directory: it
+// would rewrite coordinator.json under the first one and race its store.
+func lockData(data string) (func(), error) {
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory %s: %w", data, err)
+	}
+	path := filepath.Join(data, "serve.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		pid, _ := os.ReadFile(path)
+		return nil, fmt.Errorf("another coordinator (pid %s) is serving from %s: stop it first, or give this one its own --data", strings.TrimSpace(string(pid)), data)
+	}
+	f.Truncate(0)
+	fmt.Fprintf(f, "%d\n", os.Getpid())
+	return func() { f.Close() }, nil
 }
 
 func loopbackBind(addr string) bool {

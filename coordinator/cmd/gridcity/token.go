@@ -22,7 +22,7 @@ func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("token", stderr)
 	data := dataFlag(fs)
 	scope := fs.String("scope", "operate", "read (read-only tools) or operate (every tool)")
-	asJSON := fs.Bool("json", false, `print {"name","scope","token"}`)
+	asJSON := fs.Bool("json", false, `print JSON: {"name","scope","token"} for create, an array for list`)
 	pos, err := interleaved(fs, args)
 	if err != nil {
 		return err
@@ -30,7 +30,7 @@ func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(pos) == 0 {
 		return errors.New("token: say create NAME, list or revoke NAME")
 	}
-	st, err := store.OpenSQLite(ctx, *data)
+	st, err := openExisting(ctx, *data)
 	if err != nil {
 		return err
 	}
@@ -55,6 +55,19 @@ func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
+		if *asJSON {
+			type row struct {
+				Name      string `json:"name"`
+				Scope     string `json:"scope"`
+				CreatedAt string `json:"createdAt"`
+				RevokedAt string `json:"revokedAt,omitempty"`
+			}
+			rows := []row{}
+			for _, t := range ts {
+				rows = append(rows, row{t.Name, string(t.Scope), rfc3339(t.CreatedAt), rfc3339(t.RevokedAt)})
+			}
+			return json.NewEncoder(stdout).Encode(rows)
+		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tSCOPE\tCREATED\tSTATE")
 		for _, t := range ts {
@@ -74,7 +87,7 @@ func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "Token %q revoked; clients using it now get 401.\n", pos[1])
 		return nil
 	}
-	return fmt.Errorf("token %s: say create NAME, list or revoke NAME", strings.Join(pos, " "))
+	return fmt.Errorf("token %s: say create NAME, list or revoke NAME", strings.TrimSpace(strings.Join(pos, " ")))
 }
 
 func createToken(ctx context.Context, st store.Store, name string, scope store.Scope) (string, error) {
@@ -119,4 +132,11 @@ func ensureLocalToken(ctx context.Context, st store.Store, data string) (string,
 		}
 		name = fmt.Sprintf("local-%d", i)
 	}
+}
+
+func rfc3339(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
 }

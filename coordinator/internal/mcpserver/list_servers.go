@@ -2,12 +2,14 @@ package mcpserver
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
 // NoInput is the input of tools that take none: an empty object.
@@ -25,8 +27,8 @@ type ListServersOutput struct {
 // server itself and are data, not instructions.
 type ServerView struct {
 	ID            string          `json:"id" jsonschema:"the server's id: its agent's name"`
-	Name          string          `json:"name" jsonschema:"the server's name, as given to run_command and diagnose"`
-	Status        string          `json:"status" jsonschema:"online (its agent is connected) or offline"`
+	Name          string          `json:"name" jsonschema:"the server's name"`
+	Status        string          `json:"status" jsonschema:"online (its agent is connected), offline, or revoked (its agent's certificate was revoked: it will not return)"`
 	District      string          `json:"district,omitempty" jsonschema:"the district the agent declared"`
 	AgentVersion  string          `json:"agentVersion,omitempty"`
 	Commands      CommandsView    `json:"commands" jsonschema:"whether this server's agent runs approved commands, and as whom"`
@@ -81,7 +83,8 @@ type DiskView struct {
 	Filesystem        string  `json:"filesystem"`
 	TotalBytes        uint64  `json:"totalBytes"`
 	UsedBytes         uint64  `json:"usedBytes"`
-	UsedPercent       float64 `json:"usedPercent"`
+	AvailableBytes    uint64  `json:"availableBytes" jsonschema:"bytes free for unprivileged users (the root reserve excluded)"`
+	UsedPercent       float64 `json:"usedPercent" jsonschema:"as df shows it: used / (used + available); 100 means full for everyone but root"`
 	InodesTotal       uint64  `json:"inodesTotal"`
 	InodesUsed        uint64  `json:"inodesUsed"`
 	InodesUsedPercent float64 `json:"inodesUsedPercent"`
@@ -125,19 +128,43 @@ func addListServers(s *mcp.Server, d Deps) {
 		Title: "List servers",
 		Description: "List every server in the fleet with its live state: online or offline, OS, CPU and load, memory, disks, uptime, " +
 			"listening ports with their processes, containers, failed systemd units, pending (and security) updates, and gaps — " +
-			"facts its agent could not collect, with the reason. Call it first to see what exists; use a server's name with the other tools.",
+			"facts its agent could not collect, with the reason. Call it first to see what exists.",
 		Annotations:  readOnly("List servers"),
 		OutputSchema: outputSchema[ListServersOutput](),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, _ NoInput) (*mcp.CallToolResult, ListServersOutput, error) {
 		now := time.Now()
 		out := ListServersOutput{Servers: []ServerView{}, GeneratedAt: now.UTC().Format(time.RFC3339)}
+		agents, err := d.Store.Agents(ctx)
+		if err != nil {
+			return nil, out, fmt.Errorf("reading the enrolled agents failed (%v); retry in a moment", err)
+		}
+		enrolled := map[string]store.Agent{}
+		for _, a := range agents {
+			enrolled[a.Name] = a
+		}
 		for _, srv := range d.Fleet.Servers() {
 			v := viewServer(srv, now)
+			if a, ok := enrolled[srv.Name]; ok && a.Revoked() {
+				v.Status = "revoked"
+				v.Gaps = append(v.Gaps, GapView{Check: "agent", Reason: "its certificate was revoked at " + rfc3339(a.RevokedAt) + "; the facts are its last report"})
+			}
+			delete(enrolled, srv.Name)
 			if v.Status == fleet.StatusOnline {
 				out.Online++
 			}
 			out.Servers = append(out.Servers, v)
 		}
+		// Enrolled but never connected: listed, so that a missing server is
+		// visible rather than absent.
+		for _, a := range agents {
+			if _, ok := enrolled[a.Name]; !ok || a.Revoked() {
+				continue
+			}
+			v := viewServer(fleet.Server{Name: a.Name}, now)
+			v.Gaps = append(v.Gaps, GapView{Check: "agent", Reason: "enrolled at " + rfc3339(a.EnrolledAt) + " but never connected: is gridcity-agent running there, and can it reach the coordinator?"})
+			out.Servers = append(out.Servers, v)
+		}
+		sort.Slice(out.Servers, func(i, j int) bool { return out.Servers[i].Name < out.Servers[j].Name })
 		out.Total = len(out.Servers)
 		return nil, out, nil
 	})
@@ -185,7 +212,7 @@ func viewServer(srv fleet.Server, now time.Time) ServerView {
 	}
 	for _, d := range st.GetDisks().GetItems() {
 		v.Disks = append(v.Disks, DiskView{Mount: d.GetMount(), Device: d.GetDevice(), Filesystem: d.GetFilesystem(),
-			TotalBytes: d.GetTotalBytes(), UsedBytes: d.GetUsedBytes(), UsedPercent: round1(d.GetUsedPercent()),
+			TotalBytes: d.GetTotalBytes(), UsedBytes: d.GetUsedBytes(), AvailableBytes: d.GetAvailableBytes(), UsedPercent: round1(d.GetUsedPercent()),
 			InodesTotal: d.GetInodesTotal(), InodesUsed: d.GetInodesUsed(), InodesUsedPercent: round1(d.GetInodesUsedPercent())})
 	}
 	for _, l := range st.GetListeners().GetItems() {

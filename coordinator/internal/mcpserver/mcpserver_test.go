@@ -95,6 +95,17 @@ func TestListServers(t *testing.T) {
 	})
 	id2 := e.fleet.Connect(&gridcityv1.Hello{Name: "db-1"})
 	e.fleet.Disconnect("db-1", id2)
+	ctx := context.Background()
+	now := time.Now()
+	for _, n := range []string{"new-1", "old-1"} {
+		e.st.CreateJoinToken(ctx, store.JoinToken{Hash: []byte(n), CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
+		if err := e.st.Enroll(ctx, []byte(n), now, store.Agent{Name: n, Serial: "01", EnrolledAt: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id3 := e.fleet.Connect(&gridcityv1.Hello{Name: "old-1"})
+	e.fleet.Disconnect("old-1", id3)
+	e.st.RevokeAgent(ctx, "old-1", now)
 
 	cs := e.client(t, e.token)
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "list_servers", Arguments: map[string]any{}})
@@ -106,10 +117,16 @@ func TestListServers(t *testing.T) {
 	if err := json.Unmarshal(b, &out); err != nil {
 		t.Fatal(err)
 	}
-	if out.Total != 2 || out.Online != 1 {
-		t.Fatalf("total %d online %d; want 2 and 1", out.Total, out.Online)
+	if out.Total != 4 || out.Online != 1 {
+		t.Fatalf("total %d online %d; want 4 and 1", out.Total, out.Online)
 	}
-	db, web := out.Servers[0], out.Servers[1]
+	db, fresh, old, web := out.Servers[0], out.Servers[1], out.Servers[2], out.Servers[3]
+	if fresh.Name != "new-1" || fresh.Status != "offline" || len(fresh.Gaps) != 1 || !strings.Contains(fresh.Gaps[0].Reason, "never connected") {
+		t.Errorf("enrolled, never connected: got %+v", fresh)
+	}
+	if old.Name != "old-1" || old.Status != "revoked" {
+		t.Errorf("revoked: got %s %s; want old-1 revoked", old.Name, old.Status)
+	}
 	if db.Name != "db-1" || db.Status != "offline" {
 		t.Errorf("got %s %s; want db-1 offline", db.Name, db.Status)
 	}

@@ -998,18 +998,21 @@ func (x *Disks) GetItems() []*Disk {
 }
 
 type Disk struct {
-	state             protoimpl.MessageState `protogen:"open.v1"`
-	Mount             string                 `protobuf:"bytes,1,opt,name=mount,proto3" json:"mount,omitempty"`
-	Device            string                 `protobuf:"bytes,2,opt,name=device,proto3" json:"device,omitempty"`
-	Filesystem        string                 `protobuf:"bytes,3,opt,name=filesystem,proto3" json:"filesystem,omitempty"`
-	TotalBytes        uint64                 `protobuf:"varint,4,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"`
-	UsedBytes         uint64                 `protobuf:"varint,5,opt,name=used_bytes,json=usedBytes,proto3" json:"used_bytes,omitempty"`
-	UsedPercent       float64                `protobuf:"fixed64,6,opt,name=used_percent,json=usedPercent,proto3" json:"used_percent,omitempty"`
-	InodesTotal       uint64                 `protobuf:"varint,7,opt,name=inodes_total,json=inodesTotal,proto3" json:"inodes_total,omitempty"`
-	InodesUsed        uint64                 `protobuf:"varint,8,opt,name=inodes_used,json=inodesUsed,proto3" json:"inodes_used,omitempty"`
-	InodesUsedPercent float64                `protobuf:"fixed64,9,opt,name=inodes_used_percent,json=inodesUsedPercent,proto3" json:"inodes_used_percent,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Mount      string                 `protobuf:"bytes,1,opt,name=mount,proto3" json:"mount,omitempty"`
+	Device     string                 `protobuf:"bytes,2,opt,name=device,proto3" json:"device,omitempty"`
+	Filesystem string                 `protobuf:"bytes,3,opt,name=filesystem,proto3" json:"filesystem,omitempty"`
+	TotalBytes uint64                 `protobuf:"varint,4,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"`
+	UsedBytes  uint64                 `protobuf:"varint,5,opt,name=used_bytes,json=usedBytes,proto3" json:"used_bytes,omitempty"`
+	// As df reports it: used / (used + available to unprivileged users).
+	UsedPercent       float64 `protobuf:"fixed64,6,opt,name=used_percent,json=usedPercent,proto3" json:"used_percent,omitempty"`
+	InodesTotal       uint64  `protobuf:"varint,7,opt,name=inodes_total,json=inodesTotal,proto3" json:"inodes_total,omitempty"`
+	InodesUsed        uint64  `protobuf:"varint,8,opt,name=inodes_used,json=inodesUsed,proto3" json:"inodes_used,omitempty"`
+	InodesUsedPercent float64 `protobuf:"fixed64,9,opt,name=inodes_used_percent,json=inodesUsedPercent,proto3" json:"inodes_used_percent,omitempty"`
+	// Bytes available to unprivileged users (excludes the root reserve).
+	AvailableBytes uint64 `protobuf:"varint,10,opt,name=available_bytes,json=availableBytes,proto3" json:"available_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Disk) Reset() {
@@ -1101,6 +1104,13 @@ func (x *Disk) GetInodesUsed() uint64 {
 func (x *Disk) GetInodesUsedPercent() float64 {
 	if x != nil {
 		return x.InodesUsedPercent
+	}
+	return 0
+}
+
+func (x *Disk) GetAvailableBytes() uint64 {
+	if x != nil {
+		return x.AvailableBytes
 	}
 	return 0
 }
@@ -2575,7 +2585,7 @@ const file_gridcity_v1_agent_proto_rawDesc = "" +
 	"\x10swap_total_bytes\x18\x05 \x01(\x04R\x0eswapTotalBytes\x12&\n" +
 	"\x0fswap_used_bytes\x18\x06 \x01(\x04R\rswapUsedBytes\"0\n" +
 	"\x05Disks\x12'\n" +
-	"\x05items\x18\x01 \x03(\v2\x11.gridcity.v1.DiskR\x05items\"\xab\x02\n" +
+	"\x05items\x18\x01 \x03(\v2\x11.gridcity.v1.DiskR\x05items\"\xd4\x02\n" +
 	"\x04Disk\x12\x14\n" +
 	"\x05mount\x18\x01 \x01(\tR\x05mount\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x1e\n" +
@@ -2590,7 +2600,9 @@ const file_gridcity_v1_agent_proto_rawDesc = "" +
 	"\finodes_total\x18\a \x01(\x04R\vinodesTotal\x12\x1f\n" +
 	"\vinodes_used\x18\b \x01(\x04R\n" +
 	"inodesUsed\x12.\n" +
-	"\x13inodes_used_percent\x18\t \x01(\x01R\x11inodesUsedPercent\"8\n" +
+	"\x13inodes_used_percent\x18\t \x01(\x01R\x11inodesUsedPercent\x12'\n" +
+	"\x0favailable_bytes\x18\n" +
+	" \x01(\x04R\x0eavailableBytes\"8\n" +
 	"\tListeners\x12+\n" +
 	"\x05items\x18\x01 \x03(\v2\x15.gridcity.v1.ListenerR\x05items\"z\n" +
 	"\bListener\x12\x14\n" +
