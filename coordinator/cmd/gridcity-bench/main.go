@@ -1,0 +1,73 @@
+// Command gridcity-bench is the driver of `make bench` (scripts/bench.sh):
+// it measures running processes from /proc, scrapes the peer exporter, runs
+// the agent's Go benchmarks and writes bench/report.json and
+// bench/report.md. It is a benchmark, not a test: a figure that misses its
+// aim is reported as missed, and only a failure to measure is an error.
+//
+//	gridcity-bench ports N
+//	gridcity-bench measure -agent-pid P -agent-log F -exporter-pid P -exporter-url U -out live.json
+//	gridcity-bench report  -live live.json [-gotest collect.test -gotest-dir DIR] -out bench
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "gridcity-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) == 0 {
+		return errors.New("usage: gridcity-bench ports|measure|report [flags]")
+	}
+	switch args[0] {
+	case "ports":
+		return cmdPorts(args[1:])
+	case "measure":
+		return cmdMeasure(args[1:])
+	case "report":
+		return cmdReport(args[1:])
+	}
+	return fmt.Errorf("unknown command %q: use ports, measure or report", args[0])
+}
+
+// cmdPorts prints N free loopback TCP ports, one a line. They are held open
+// together while chosen so that they differ.
+func cmdPorts(args []string) error {
+	fs := flag.NewFlagSet("ports", flag.ContinueOnError)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	n := 1
+	if fs.NArg() > 0 {
+		v, err := strconv.Atoi(fs.Arg(0))
+		if err != nil || v < 1 || v > 16 {
+			return fmt.Errorf("ports: %q is not a count from 1 to 16", fs.Arg(0))
+		}
+		n = v
+	}
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		ls = append(ls, l)
+		fmt.Println(l.Addr().(*net.TCPAddr).Port)
+	}
+	return nil
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestTicksIn(t *testing.T) {
+	origin := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	// The window the driver picks: half a fast tick after a medium tick.
+	start := origin.Add(30*time.Second + 2500*time.Millisecond)
+	end := start.Add(90 * time.Second)
+	for _, c := range []struct{ every, want int }{{5, 18}, {30, 3}, {300, 0}, {0, 0}} {
+		if got := ticksIn(origin, start, end, c.every); got != c.want {
+			t.Errorf("every %d s: %d ticks, want %d", c.every, got, c.want)
+		}
+	}
+	// A tick on the opening edge counts, one on the closing edge does not.
+	if got := ticksIn(origin, origin.Add(5*time.Second), origin.Add(10*time.Second), 5); got != 1 {
+		t.Errorf("edges: %d ticks, want 1", got)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	if got := medianU([]uint64{5, 1, 3}); got != 3 {
+		t.Errorf("odd: %d", got)
+	}
+	if got := medianU([]uint64{4, 1, 3, 2}); got != 2 {
+		t.Errorf("even: %d", got)
+	}
+	if got := medianF(nil); got != 0 {
+		t.Errorf("empty: %v", got)
+	}
+}
+
+func TestParseBench(t *testing.T) {
+	out := `goos: linux
+BenchmarkCollectFast-2     	   12345	     69900 ns/op	    1776 B/op	      30 allocs/op
+BenchmarkCollectFast-2     	   12000	     71000 ns/op	    1776 B/op	      30 allocs/op
+BenchmarkCollectMedium     	     463	   8020202 ns/op	    9247 B/op	     150 allocs/op
+PASS
+`
+	m, order := parseBench(strings.NewReader(out))
+	if strings.Join(order, ",") != "CollectFast,CollectMedium" {
+		t.Fatalf("order %v", order)
+	}
+	if got := m["CollectFast"]["ns/op"]; len(got) != 2 || got[1] != 71000 {
+		t.Errorf("fast ns/op %v", got)
+	}
+	if got := m["CollectMedium"]["allocs/op"]; len(got) != 1 || got[0] != 150 {
+		t.Errorf("medium allocs/op %v", got)
+	}
+}
+
+// The /proc readers work on this very process.
+func TestProcSelf(t *testing.T) {
+	pid := os.Getpid()
+	if _, err := os.Stat("/proc/self/smaps_rollup"); err != nil {
+		t.Skip("no /proc/self/smaps_rollup here")
+	}
+	m, err := readMem(pid)
+	if err != nil || m.RSS == 0 || m.Pss == 0 {
+		t.Fatalf("readMem: %+v, %v", m, err)
+	}
+	st, err := readStat(pid)
+	if err != nil || st.State == "" || st.Start == 0 {
+		t.Fatalf("readStat: %+v, %v", st, err)
+	}
+	if err := alive(pid); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := newCPUMeter(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(50 * time.Millisecond); time.Now().Before(deadline); {
+	}
+	if err := cm.update(); err != nil {
+		t.Fatal(err)
+	}
+	if ns := cm.ns(); ns < uint64(10*time.Millisecond) {
+		t.Errorf("50 ms of spinning counted as %d ns", ns)
+	}
+	if busy, total, err := machineTicks(); err != nil || total == 0 || busy > total {
+		t.Errorf("machineTicks: %d of %d, %v", busy, total, err)
+	}
+	if n := machineNote(); !strings.Contains(n, "load average") {
+		t.Errorf("machineNote: %q", n)
+	}
+	mapped, resident, err := exeResident(pid)
+	if err != nil || mapped == 0 || resident == 0 || resident > mapped {
+		t.Errorf("exeResident: %d of %d KiB, %v", resident, mapped, err)
+	}
+}
+
+func TestAimVerdict(t *testing.T) {
+	if r := compare("x", "MiB", 12, 20, "peer", 0.6, "n"); r.aim != "aim met (≤ 0.6×)" || !strings.HasPrefix(r.Notes, "aim met (≤ 0.6×). ") {
+		t.Errorf("met: %q, %q", r.aim, r.Notes)
+	}
+	if r := compare("x", "MiB", 13, 20, "peer", 0.6, ""); r.aim != "aim missed (≤ 0.6×)" {
+		t.Errorf("missed: %q", r.aim)
+	}
+	if r := compare("x", "MiB", 13, 20, "peer", 0, "n"); r.aim != "" || r.Notes != "n" || r.Ratio == nil || *r.Ratio != 0.65 {
+		t.Errorf("no aim: %+v", r)
+	}
+}
