@@ -61,6 +61,36 @@ var migrations = []string{
 		key TEXT PRIMARY KEY,
 		value BLOB NOT NULL
 	);`,
+	// 2: people who approve commands, their app sessions, command requests
+	// and the audit log.
+	`CREATE TABLE approvers (
+		name TEXT PRIMARY KEY,
+		password_hash TEXT NOT NULL,
+		created_at INTEGER NOT NULL
+	);
+	CREATE TABLE sessions (
+		hash BLOB PRIMARY KEY,
+		approver TEXT NOT NULL,
+		created_at INTEGER NOT NULL,
+		expires_at INTEGER NOT NULL
+	);
+	CREATE TABLE requests (
+		id TEXT PRIMARY KEY,
+		server TEXT NOT NULL,
+		status TEXT NOT NULL,
+		created_at INTEGER NOT NULL,
+		body BLOB NOT NULL
+	);
+	CREATE INDEX requests_status ON requests(status, created_at);
+	CREATE TABLE audit (
+		seq INTEGER PRIMARY KEY AUTOINCREMENT,
+		at INTEGER NOT NULL,
+		request_id TEXT NOT NULL,
+		step TEXT NOT NULL,
+		actor TEXT NOT NULL,
+		detail BLOB NOT NULL
+	);
+	CREATE INDEX audit_request ON audit(request_id, seq);`,
 }
 
 // OpenSQLite opens (creating if needed) the store at dir/gridcity.db.

@@ -57,7 +57,68 @@ type Store interface {
 	Blob(ctx context.Context, key string) ([]byte, error)
 	PutBlobIfAbsent(ctx context.Context, key string, value []byte) ([]byte, error)
 
+	// CreateApprover records a person who may approve commands, by the
+	// bcrypt hash of their password; ErrExists when the name is taken.
+	CreateApprover(ctx context.Context, a Approver) error
+	Approver(ctx context.Context, name string) (Approver, error)
+	Approvers(ctx context.Context) ([]Approver, error)
+	// SetApproverPassword replaces an approver's password hash and ends
+	// their sessions.
+	SetApproverPassword(ctx context.Context, name, hash string) error
+
+	// CreateSession records an app session by the hash of its cookie value.
+	CreateSession(ctx context.Context, s Session) error
+	// SessionByHash returns a session that has not expired at now.
+	SessionByHash(ctx context.Context, hash []byte, now time.Time) (Session, error)
+	DeleteSession(ctx context.Context, hash []byte) error
+
+	// SaveRequest upserts a command request (body is its JSON).
+	SaveRequest(ctx context.Context, r RequestRecord) error
+	Request(ctx context.Context, id string) (RequestRecord, error)
+	// Requests lists requests with one of the statuses (all when none are
+	// given), newest first, at most limit.
+	Requests(ctx context.Context, limit int, statuses ...string) ([]RequestRecord, error)
+	// AppendAudit writes one audit row; callers stop when it fails.
+	AppendAudit(ctx context.Context, e AuditEntry) error
+	// Audit lists audit rows in order, for one request when requestID is set.
+	Audit(ctx context.Context, requestID string, limit int) ([]AuditEntry, error)
+
 	Close() error
+}
+
+// Approver is a person who may approve or deny commands in the app.
+type Approver struct {
+	Name         string
+	PasswordHash string // bcrypt
+	CreatedAt    time.Time
+}
+
+// Session is a logged-in approver in the app, kept by the hash of its cookie.
+type Session struct {
+	Hash      []byte
+	Approver  string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// RequestRecord is a command request as stored; Body is the command
+// package's JSON and never holds a secret.
+type RequestRecord struct {
+	ID        string
+	Server    string
+	Status    string
+	CreatedAt time.Time
+	Body      []byte
+}
+
+// AuditEntry is one step in a command's life.
+type AuditEntry struct {
+	Seq       int64
+	At        time.Time
+	RequestID string
+	Step      string // requested, shown, approved, denied, expired, dispatched, started, finished, unknown, failed
+	Actor     string // who: "token:NAME (client)", "approver:NAME", "agent:SERVER", "coordinator"
+	Detail    []byte // JSON, never a secret
 }
 
 // JoinToken is a short-lived secret an agent trades for a certificate.

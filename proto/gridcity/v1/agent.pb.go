@@ -1774,8 +1774,19 @@ type CommandEvent struct {
 	ExitCode int32 `protobuf:"varint,6,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
 	TimedOut bool  `protobuf:"varint,7,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
 	// KIND_REFUSED / KIND_UNKNOWN / a failure to start.
-	Reason        string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
-	DurationMs    int64  `protobuf:"varint,9,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	Reason     string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
+	DurationMs int64  `protobuf:"varint,9,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	// KIND_OUTPUT: where data starts in its stream. The agent forwards the
+	// first AuditBytes of each stream and then only the tail, so offsets can
+	// jump; the bytes between were left out.
+	Offset uint64 `protobuf:"varint,10,opt,name=offset,proto3" json:"offset,omitempty"`
+	// KIND_EXITED: how many bytes each stream produced in all.
+	StdoutTotal uint64 `protobuf:"varint,11,opt,name=stdout_total,json=stdoutTotal,proto3" json:"stdout_total,omitempty"`
+	StderrTotal uint64 `protobuf:"varint,12,opt,name=stderr_total,json=stderrTotal,proto3" json:"stderr_total,omitempty"`
+	// KIND_EXITED after a reconnect (from the journal): the output the agent
+	// still holds, already trimmed and masked.
+	StdoutKept    []byte `protobuf:"bytes,13,opt,name=stdout_kept,json=stdoutKept,proto3" json:"stdout_kept,omitempty"`
+	StderrKept    []byte `protobuf:"bytes,14,opt,name=stderr_kept,json=stderrKept,proto3" json:"stderr_kept,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1871,6 +1882,41 @@ func (x *CommandEvent) GetDurationMs() int64 {
 		return x.DurationMs
 	}
 	return 0
+}
+
+func (x *CommandEvent) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *CommandEvent) GetStdoutTotal() uint64 {
+	if x != nil {
+		return x.StdoutTotal
+	}
+	return 0
+}
+
+func (x *CommandEvent) GetStderrTotal() uint64 {
+	if x != nil {
+		return x.StderrTotal
+	}
+	return 0
+}
+
+func (x *CommandEvent) GetStdoutKept() []byte {
+	if x != nil {
+		return x.StdoutKept
+	}
+	return nil
+}
+
+func (x *CommandEvent) GetStderrKept() []byte {
+	if x != nil {
+		return x.StderrKept
+	}
+	return nil
 }
 
 type ProbeResult struct {
@@ -2648,7 +2694,7 @@ const file_gridcity_v1_agent_proto_rawDesc = "" +
 	"\x05items\x18\x01 \x03(\v2\x10.gridcity.v1.GapR\x05items\"3\n" +
 	"\x03Gap\x12\x14\n" +
 	"\x05check\x18\x01 \x01(\tR\x05check\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x92\x04\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xb2\x05\n" +
 	"\fCommandEvent\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x122\n" +
@@ -2661,7 +2707,15 @@ const file_gridcity_v1_agent_proto_rawDesc = "" +
 	"\ttimed_out\x18\a \x01(\bR\btimedOut\x12\x16\n" +
 	"\x06reason\x18\b \x01(\tR\x06reason\x12\x1f\n" +
 	"\vduration_ms\x18\t \x01(\x03R\n" +
-	"durationMs\"\x87\x01\n" +
+	"durationMs\x12\x16\n" +
+	"\x06offset\x18\n" +
+	" \x01(\x04R\x06offset\x12!\n" +
+	"\fstdout_total\x18\v \x01(\x04R\vstdoutTotal\x12!\n" +
+	"\fstderr_total\x18\f \x01(\x04R\vstderrTotal\x12\x1f\n" +
+	"\vstdout_kept\x18\r \x01(\fR\n" +
+	"stdoutKept\x12\x1f\n" +
+	"\vstderr_kept\x18\x0e \x01(\fR\n" +
+	"stderrKept\"\x87\x01\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rKIND_ACCEPTED\x10\x01\x12\x10\n" +

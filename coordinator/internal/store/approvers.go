@@ -1,0 +1,174 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+func (s *SQLite) CreateApprover(ctx context.Context, a Approver) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO approvers(name, password_hash, created_at) VALUES (?,?,?)`, a.Name, a.PasswordHash, ms(a.CreatedAt))
+	if err != nil {
+		if _, gerr := s.Approver(ctx, a.Name); gerr == nil {
+			return ErrExists
+		}
+		return fmt.Errorf("record approver %q: %w", a.Name, err)
+	}
+	return nil
+}
+
+func (s *SQLite) Approver(ctx context.Context, name string) (Approver, error) {
+	a := Approver{Name: name}
+	var created int64
+	err := s.db.QueryRowContext(ctx, `SELECT password_hash, created_at FROM approvers WHERE name = ?`, name).Scan(&a.PasswordHash, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Approver{}, ErrNotFound
+	}
+	a.CreatedAt = fromMs(created)
+	return a, err
+}
+
+func (s *SQLite) Approvers(ctx context.Context) ([]Approver, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT name, created_at FROM approvers ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Approver
+	for rows.Next() {
+		var a Approver
+		var created int64
+		if err := rows.Scan(&a.Name, &created); err != nil {
+			return nil, err
+		}
+		a.CreatedAt = fromMs(created)
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+func (s *SQLite) SetApproverPassword(ctx context.Context, name, hash string) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `UPDATE approvers SET password_hash = ? WHERE name = ?`, hash, name)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNotFound
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE approver = ?`, name); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func (s *SQLite) CreateSession(ctx context.Context, se Session) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions(hash, approver, created_at, expires_at) VALUES (?,?,?,?)`, se.Hash, se.Approver, ms(se.CreatedAt), ms(se.ExpiresAt))
+	return err
+}
+
+func (s *SQLite) SessionByHash(ctx context.Context, hash []byte, now time.Time) (Session, error) {
+	se := Session{Hash: hash}
+	var created, expires int64
+	err := s.db.QueryRowContext(ctx, `SELECT approver, created_at, expires_at FROM sessions WHERE hash = ? AND expires_at > ?`, hash, ms(now)).Scan(&se.Approver, &created, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Session{}, ErrNotFound
+	}
+	se.CreatedAt, se.ExpiresAt = fromMs(created), fromMs(expires)
+	return se, err
+}
+
+func (s *SQLite) DeleteSession(ctx context.Context, hash []byte) error {
+	_, err := s.db.ExecContext(ctx, `DELETE FROM sessions WHERE hash = ?`, hash)
+	return err
+}
+
+func (s *SQLite) SaveRequest(ctx context.Context, r RequestRecord) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO requests(id, server, status, created_at, body) VALUES (?,?,?,?,?)
+		ON CONFLICT(id) DO UPDATE SET status = excluded.status, body = excluded.body`, r.ID, r.Server, r.Status, ms(r.CreatedAt), r.Body)
+	if err != nil {
+		return fmt.Errorf("save request %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+func (s *SQLite) Request(ctx context.Context, id string) (RequestRecord, error) {
+	r := RequestRecord{ID: id}
+	var created int64
+	err := s.db.QueryRowContext(ctx, `SELECT server, status, created_at, body FROM requests WHERE id = ?`, id).Scan(&r.Server, &r.Status, &created, &r.Body)
+	if errors.Is(err, sql.ErrNoRows) {
+		return RequestRecord{}, ErrNotFound
+	}
+	r.CreatedAt = fromMs(created)
+	return r, err
+}
+
+func (s *SQLite) Requests(ctx context.Context, limit int, statuses ...string) ([]RequestRecord, error) {
+	q := `SELECT id, server, status, created_at, body FROM requests`
+	args := []any{}
+	if len(statuses) > 0 {
+		q += ` WHERE status IN (?` + strings.Repeat(",?", len(statuses)-1) + `)`
+		for _, st := range statuses {
+			args = append(args, st)
+		}
+	}
+	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	args = append(args, limit)
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []RequestRecord
+	for rows.Next() {
+		var r RequestRecord
+		var created int64
+		if err := rows.Scan(&r.ID, &r.Server, &r.Status, &created, &r.Body); err != nil {
+			return nil, err
+		}
+		r.CreatedAt = fromMs(created)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func (s *SQLite) AppendAudit(ctx context.Context, e AuditEntry) error {
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO audit(at, request_id, step, actor, detail) VALUES (?,?,?,?,?)`, ms(e.At), e.RequestID, e.Step, e.Actor, e.Detail); err != nil {
+		return fmt.Errorf("write audit row (%s %s): %w", e.Step, e.RequestID, err)
+	}
+	return nil
+}
+
+func (s *SQLite) Audit(ctx context.Context, requestID string, limit int) ([]AuditEntry, error) {
+	q := `SELECT seq, at, request_id, step, actor, detail FROM audit`
+	args := []any{}
+	if requestID != "" {
+		q += ` WHERE request_id = ?`
+		args = append(args, requestID)
+	}
+	q += ` ORDER BY seq LIMIT ?`
+	args = append(args, limit)
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []AuditEntry
+	for rows.Next() {
+		var e AuditEntry
+		var at int64
+		if err := rows.Scan(&e.Seq, &at, &e.RequestID, &e.Step, &e.Actor, &e.Detail); err != nil {
+			return nil, err
+		}
+		e.At = fromMs(at)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
