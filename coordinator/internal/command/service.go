@@ -1,0 +1,519 @@
+package command
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
+
+	"github.com/gridcity/gridcity/coordinator/internal/store"
+)
+
+// ServerInfo is what the service needs to know about a server.
+type ServerInfo struct {
+	Known           bool
+	Online          bool
+	CommandsEnabled bool
+	RunAs           string
+}
+
+// Servers answers questions about servers (the fleet model).
+type Servers interface {
+	ServerInfo(name string) ServerInfo
+	Names() []string
+}
+
+// Dispatcher sends a message to a connected agent (the agent API).
+type Dispatcher interface {
+	Send(server string, m *gridcityv1.CoordinatorMessage) error
+}
+
+// Config tunes the service; zero fields take the contract's values.
+type Config struct {
+	Now    func() time.Time
+	Expiry time.Duration
+	// Lost is how long past its timeout a dispatched command may stay
+	// silent (agent gone and not back) before it ends as unknown.
+	Lost time.Duration
+}
+
+// Service owns command requests. It is safe for concurrent use.
+type Service struct {
+	cfg     Config
+	store   store.Store
+	servers Servers
+	out     Dispatcher
+	logger  *slog.Logger
+
+	mu      sync.Mutex // serialises state changes, so each step is audited before the next
+	subs    map[chan Event]struct{}
+	waiters map[string][]chan struct{}
+	outputs map[string]*outputs // output of running commands, by request id
+}
+
+// New returns a service.
+func New(cfg Config, st store.Store, servers Servers, out Dispatcher, logger *slog.Logger) *Service {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Expiry == 0 {
+		cfg.Expiry = Expiry
+	}
+	if cfg.Lost == 0 {
+		cfg.Lost = 2 * time.Minute
+	}
+	return &Service{cfg: cfg, store: st, servers: servers, out: out, logger: logger,
+		subs: map[chan Event]struct{}{}, waiters: map[string][]chan struct{}{}, outputs: map[string]*outputs{}}
+}
+
+// Submission is a run_command call.
+type Submission struct {
+	Server         string
+	Command        string
+	Reason         string
+	TimeoutSeconds int
+	Input          *Input
+	Risky          bool
+	Client         string
+	Token          string
+}
+
+// Limits on what a request may hold.
+const (
+	maxCommand = 16 << 10
+	maxReason  = 2 << 10
+	maxPrompt  = 256
+)
+
+var sudoWord = regexp.MustCompile(`(^|[\s;&|(\x60$])sudo(\s|$)`)
+
+// Submit validates and records a request. Nothing else happens to it until
+// a person decides.
+func (s *Service) Submit(ctx context.Context, sub Submission) (Request, error) {
+	if err := s.validate(sub); err != nil {
+		return Request{}, err
+	}
+	info := s.servers.ServerInfo(sub.Server)
+	now := s.cfg.Now().UTC()
+	r := Request{
+		ID: newID(), Server: sub.Server, Command: sub.Command, Reason: sub.Reason, TimeoutSeconds: sub.TimeoutSeconds,
+		Input: sub.Input, Risky: sub.Risky, Client: sub.Client, Token: sub.Token, RunAs: info.RunAs,
+		Sudo:   info.RunAs != "root" && sudoWord.MatchString(sub.Command),
+		Status: StatusPending, CreatedAt: now, ExpiresAt: now.Add(s.cfg.Expiry),
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.audit(ctx, r.ID, "requested", "token:"+r.Token+" ("+r.Client+")", map[string]any{
+		"server": r.Server, "command": r.Command, "reason": r.Reason, "timeoutSeconds": r.TimeoutSeconds,
+		"risky": r.Risky, "input": r.Input, "runAs": r.RunAs}); err != nil {
+		return Request{}, err
+	}
+	if err := s.save(ctx, r); err != nil {
+		return Request{}, err
+	}
+	s.publish(EventCreated, r)
+	return r, nil
+}
+
+func (s *Service) validate(sub Submission) error {
+	info := s.servers.ServerInfo(sub.Server)
+	switch {
+	case strings.TrimSpace(sub.Server) == "":
+		return fmt.Errorf("server is empty: name a server from list_servers")
+	case !info.Known:
+		return fmt.Errorf("unknown server %q; known servers: %s", sub.Server, strings.Join(s.servers.Names(), ", "))
+	case !info.Online:
+		return fmt.Errorf("server %q is offline: its agent is not connected, so nothing can run there now; check list_servers", sub.Server)
+	case !info.CommandsEnabled:
+		return fmt.Errorf("server %q does not run commands: its agent is configured with commands: false", sub.Server)
+	case strings.TrimSpace(sub.Command) == "":
+		return fmt.Errorf("command is empty: give the shell command to run")
+	case strings.ContainsRune(sub.Command, 0):
+		return fmt.Errorf("command contains a NUL byte, which no shell command can hold")
+	case len(sub.Command) > maxCommand:
+		return fmt.Errorf("command is %d bytes; at most %d (put longer scripts in a file on the server)", len(sub.Command), maxCommand)
+	case !utf8.ValidString(sub.Command):
+		return fmt.Errorf("command is not valid UTF-8")
+	case strings.TrimSpace(sub.Reason) == "":
+		return fmt.Errorf("reason is empty: say why this command should run; the person approving it reads this")
+	case len(sub.Reason) > maxReason:
+		return fmt.Errorf("reason is %d bytes; at most %d", len(sub.Reason), maxReason)
+	case sub.TimeoutSeconds < 1 || sub.TimeoutSeconds > 600:
+		return fmt.Errorf("timeout_seconds %d is out of range: use 1 to 600", sub.TimeoutSeconds)
+	}
+	if sub.Input != nil && (strings.TrimSpace(sub.Input.Prompt) == "" || len(sub.Input.Prompt) > maxPrompt) {
+		return fmt.Errorf("input.prompt must say what to type (1 to %d bytes)", maxPrompt)
+	}
+	return nil
+}
+
+func newID() string {
+	b := make([]byte, 10)
+	rand.Read(b)
+	return "cmd_" + hex.EncodeToString(b)
+}
+
+// Get returns a request.
+func (s *Service) Get(ctx context.Context, id string) (Request, error) {
+	rec, err := s.store.Request(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return Request{}, ErrNotFound
+	}
+	if err != nil {
+		return Request{}, err
+	}
+	var r Request
+	if err := json.Unmarshal(rec.Body, &r); err != nil {
+		return Request{}, fmt.Errorf("request %s is unreadable: %w", id, err)
+	}
+	return r, nil
+}
+
+// Pending lists the requests waiting for a person, oldest first.
+func (s *Service) Pending(ctx context.Context) ([]Request, error) {
+	rs, err := s.list(ctx, 1000, string(StatusPending))
+	for i, j := 0, len(rs)-1; i < j; i, j = i+1, j-1 {
+		rs[i], rs[j] = rs[j], rs[i]
+	}
+	return rs, err
+}
+
+// History lists requests, newest first.
+func (s *Service) History(ctx context.Context, limit int) ([]Request, error) {
+	return s.list(ctx, limit)
+}
+
+func (s *Service) list(ctx context.Context, limit int, statuses ...string) ([]Request, error) {
+	recs, err := s.store.Requests(ctx, limit, statuses...)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Request, 0, len(recs))
+	for _, rec := range recs {
+		var r Request
+		if err := json.Unmarshal(rec.Body, &r); err != nil {
+			return nil, fmt.Errorf("request %s is unreadable: %w", rec.ID, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// MarkShown records, once per request, that an approver saw its card.
+func (s *Service) MarkShown(ctx context.Context, id, approver string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	entries, err := s.store.Audit(ctx, id, 100)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if e.Step == "shown" {
+			return
+		}
+	}
+	if err := s.audit(ctx, id, "shown", "approver:"+approver, nil); err != nil {
+		s.logger.Error("audit shown", "request", id, "err", err)
+	}
+}
+
+// Deny records a person's no.
+func (s *Service) Deny(ctx context.Context, id, approver, note string) (Request, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.pending(ctx, id)
+	if err != nil {
+		return r, err
+	}
+	r.Status, r.DecidedAt, r.DecidedBy, r.Note = StatusDenied, s.cfg.Now().UTC(), approver, bound(note, maxReason)
+	if err := s.audit(ctx, id, "denied", "approver:"+approver, map[string]any{"note": r.Note}); err != nil {
+		return Request{}, err
+	}
+	if err := s.save(ctx, r); err != nil {
+		return Request{}, err
+	}
+	s.publish(EventFinished, r)
+	return r, nil
+}
+
+// Approve records a person's yes and then, only once that is committed,
+// dispatches the command to its agent with the input and sudo password,
+// which go nowhere else.
+func (s *Service) Approve(ctx context.Context, id, approver string, a Approval) (Request, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.pending(ctx, id)
+	if err != nil {
+		return r, err
+	}
+	if r.Input != nil && len(a.Input) == 0 {
+		return r, ErrInputRequired
+	}
+	now := s.cfg.Now().UTC()
+	r.Status, r.DecidedAt, r.DecidedBy, r.Note = StatusApproved, now, approver, bound(a.Note, maxReason)
+	if err := s.audit(ctx, id, "approved", "approver:"+approver, map[string]any{"note": r.Note, "input": len(a.Input) > 0, "sudoPassword": len(a.SudoPassword) > 0}); err != nil {
+		return Request{}, err
+	}
+	if err := s.save(ctx, r); err != nil {
+		return Request{}, err
+	}
+	s.publish(EventDecided, r)
+	return s.dispatch(ctx, r, a)
+}
+
+// dispatch sends an approved request. Called with s.mu held.
+func (s *Service) dispatch(ctx context.Context, r Request, a Approval) (Request, error) {
+	if err := s.audit(ctx, r.ID, "dispatched", "coordinator", map[string]any{"server": r.Server}); err != nil {
+		// No audit row, no dispatch: the command does not run.
+		r = s.fail(ctx, r, "not dispatched: the audit log could not be written ("+err.Error()+")")
+		return r, fmt.Errorf("not dispatched: %w", err)
+	}
+	info := s.servers.ServerInfo(r.Server)
+	var sendErr error
+	if !info.Online {
+		sendErr = fmt.Errorf("server %q went offline before dispatch", r.Server)
+	} else {
+		sendErr = s.out.Send(r.Server, &gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_RunCommand{RunCommand: &gridcityv1.RunCommand{
+			RequestId: r.ID, Command: r.Command, TimeoutSeconds: uint32(r.TimeoutSeconds),
+			StdinSecret: a.Input, SudoPassword: a.SudoPassword,
+		}}})
+	}
+	if sendErr != nil {
+		r = s.fail(ctx, r, "not dispatched: "+sendErr.Error())
+		return r, nil
+	}
+	r.Status, r.DispatchedAt = StatusDispatched, s.cfg.Now().UTC()
+	s.outputs[r.ID] = &outputs{}
+	if err := s.save(ctx, r); err != nil {
+		s.logger.Error("save dispatched request", "request", r.ID, "err", err)
+	}
+	s.publish(EventUpdated, r)
+	return r, nil
+}
+
+// fail ends a request as failed with detail, auditing it. Called with s.mu held.
+func (s *Service) fail(ctx context.Context, r Request, detail string) Request {
+	r.Status, r.Detail, r.FinishedAt = StatusFailed, detail, s.cfg.Now().UTC()
+	if err := s.audit(ctx, r.ID, "failed", "coordinator", map[string]any{"detail": detail}); err != nil {
+		s.logger.Error("audit failed step", "request", r.ID, "err", err)
+	}
+	if err := s.save(ctx, r); err != nil {
+		s.logger.Error("save failed request", "request", r.ID, "err", err)
+	}
+	s.publish(EventFinished, r)
+	return r
+}
+
+// pending loads a request that is still waiting for a decision, expiring it
+// on the way if its time is up. Called with s.mu held.
+func (s *Service) pending(ctx context.Context, id string) (Request, error) {
+	r, err := s.Get(ctx, id)
+	if err != nil {
+		return r, err
+	}
+	if r.Status == StatusPending && !s.cfg.Now().Before(r.ExpiresAt) {
+		r, err = s.expire(ctx, r)
+		if err != nil {
+			return r, err
+		}
+	}
+	if r.Status != StatusPending {
+		return r, fmt.Errorf("%w: it is %s", ErrDecided, r.Status)
+	}
+	return r, nil
+}
+
+func (s *Service) expire(ctx context.Context, r Request) (Request, error) {
+	r.Status, r.DecidedAt = StatusDenied, s.cfg.Now().UTC()
+	r.Note = fmt.Sprintf("nobody approved it within %s, so it was denied", s.cfg.Expiry)
+	if err := s.audit(ctx, r.ID, "expired", "coordinator", map[string]any{"note": r.Note}); err != nil {
+		return r, err
+	}
+	if err := s.save(ctx, r); err != nil {
+		return r, err
+	}
+	s.publish(EventFinished, r)
+	return r, nil
+}
+
+// Sweep ends what time has ended: pending requests past their expiry, and
+// dispatched or running ones whose agent stayed silent well past their
+// timeout (it went away and did not come back to report).
+func (s *Service) Sweep(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rs, err := s.list(ctx, 10000, string(StatusPending), string(StatusApproved), string(StatusDispatched), string(StatusRunning))
+	if err != nil {
+		s.logger.Error("sweep requests", "err", err)
+		return
+	}
+	now := s.cfg.Now()
+	for _, r := range rs {
+		switch r.Status {
+		case StatusPending:
+			if !now.Before(r.ExpiresAt) {
+				if _, err := s.expire(ctx, r); err != nil {
+					s.logger.Error("expire request", "request", r.ID, "err", err)
+				}
+			}
+		case StatusApproved:
+			// Approved but never dispatched: the coordinator stopped in
+			// between. The input and sudo password are gone with it, and a
+			// late dispatch would surprise the approver; ask again instead.
+			if _, live := s.outputs[r.ID]; !live {
+				s.fail(ctx, r, "the coordinator restarted between approval and dispatch; nothing ran; ask again")
+			}
+		case StatusDispatched, StatusRunning:
+			since := r.DispatchedAt
+			if !r.StartedAt.IsZero() {
+				since = r.StartedAt
+			}
+			if now.Sub(since) > time.Duration(r.TimeoutSeconds)*time.Second+s.cfg.Lost {
+				s.finishUnknown(ctx, r, fmt.Sprintf("the agent on %s did not report this command's end, and was not back within %s after its timeout; it may or may not have run", r.Server, s.cfg.Lost))
+			}
+		}
+	}
+}
+
+// Run sweeps every few seconds until ctx ends.
+func (s *Service) Run(ctx context.Context) {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	s.Sweep(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.Sweep(ctx)
+		}
+	}
+}
+
+func (s *Service) finishUnknown(ctx context.Context, r Request, detail string) {
+	r.Status, r.Detail, r.FinishedAt = StatusUnknown, detail, s.cfg.Now().UTC()
+	delete(s.outputs, r.ID)
+	if err := s.audit(ctx, r.ID, "unknown", "coordinator", map[string]any{"detail": detail}); err != nil {
+		s.logger.Error("audit unknown", "request", r.ID, "err", err)
+	}
+	if err := s.save(ctx, r); err != nil {
+		s.logger.Error("save unknown request", "request", r.ID, "err", err)
+	}
+	s.publish(EventFinished, r)
+}
+
+// Wait returns the request once it is terminal or d has passed. progress,
+// when set, is called every few seconds while waiting.
+func (s *Service) Wait(ctx context.Context, id string, d time.Duration, progress func(Request)) (Request, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for {
+		ch := s.waiter(id)
+		r, err := s.Get(ctx, id)
+		if err != nil || r.Status.Terminal() {
+			s.dropWaiter(id, ch)
+			return r, err
+		}
+		select {
+		case <-ch:
+		case <-tick.C:
+			s.dropWaiter(id, ch)
+			if progress != nil {
+				progress(r)
+			}
+		case <-ctx.Done():
+			s.dropWaiter(id, ch)
+			return r, nil
+		}
+	}
+}
+
+func (s *Service) waiter(id string) chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := make(chan struct{}, 1)
+	s.waiters[id] = append(s.waiters[id], ch)
+	return ch
+}
+
+func (s *Service) dropWaiter(id string, ch chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ws := s.waiters[id]
+	for i, w := range ws {
+		if w == ch {
+			s.waiters[id] = append(ws[:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(s.waiters[id]) == 0 {
+		delete(s.waiters, id)
+	}
+}
+
+// Subscribe returns live events; call the func to stop.
+func (s *Service) Subscribe() (<-chan Event, func()) {
+	ch := make(chan Event, 64)
+	s.mu.Lock()
+	s.subs[ch] = struct{}{}
+	s.mu.Unlock()
+	return ch, func() {
+		s.mu.Lock()
+		delete(s.subs, ch)
+		s.mu.Unlock()
+	}
+}
+
+// publish tells subscribers and wakes waiters. Called with s.mu held.
+func (s *Service) publish(kind EventKind, r Request) {
+	for ch := range s.subs {
+		select {
+		case ch <- Event{Kind: kind, Request: r}:
+		default: // a slow subscriber misses an event; the app reloads its list on reconnect
+		}
+	}
+	for _, w := range s.waiters[r.ID] {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *Service) save(ctx context.Context, r Request) error {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return s.store.SaveRequest(ctx, store.RequestRecord{ID: r.ID, Server: r.Server, Status: string(r.Status), CreatedAt: r.CreatedAt, Body: body})
+}
+
+func (s *Service) audit(ctx context.Context, id, step, actor string, detail any) error {
+	b := []byte("{}")
+	if detail != nil {
+		var err error
+		if b, err = json.Marshal(detail); err != nil {
+			return err
+		}
+	}
+	return s.store.AppendAudit(ctx, store.AuditEntry{At: s.cfg.Now().UTC(), RequestID: id, Step: step, Actor: actor, Detail: b})
+}
+
+func bound(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "")
+}
