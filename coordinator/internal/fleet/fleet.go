@@ -15,6 +15,7 @@ import (
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -331,4 +332,15 @@ func (f *Fleet) Run(ctx context.Context, interval time.Duration) {
 			}
 		}
 	}
+}
+
+// ServerInfo tells the command service whether a server can take a command.
+func (f *Fleet) ServerInfo(name string) command.ServerInfo {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s, ok := f.servers[name]
+	if !ok {
+		return command.ServerInfo{}
+	}
+	return command.ServerInfo{Known: true, Online: s.Online, CommandsEnabled: s.Hello.GetCommandsEnabled(), RunAs: s.Hello.GetRunAs()}
 }

@@ -16,12 +16,19 @@ import (
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
+	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
+// nopDispatcher drops commands: these tests stop at the agent boundary.
+type nopDispatcher struct{}
+
+func (nopDispatcher) Send(string, *gridcityv1.CoordinatorMessage) error { return nil }
+
 type env struct {
 	st    store.Store
+	cmds  *command.Service
 	fleet *fleet.Fleet
 	srv   *httptest.Server
 	token string
@@ -44,11 +51,13 @@ func newEnv(t *testing.T, guard GuardConfig) *env {
 	if err := st.CreateToken(ctx, store.Token{Name: "tester", Scope: store.ScopeOperate, Hash: HashToken(tok), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
+	cmds := command.New(command.Config{}, st, f, nopDispatcher{}, logger)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", Handler(Deps{Fleet: f, Store: st, Logger: logger}, guard))
+	mux.Handle("/mcp", Handler(Deps{Fleet: f, Store: st, Commands: cmds, AppURL: "http://127.0.0.1:4600/", Logger: logger,
+		RunWait: 300 * time.Millisecond, WaitAgain: 5 * time.Second}, guard))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return &env{st: st, fleet: f, srv: srv, token: tok}
+	return &env{st: st, cmds: cmds, fleet: f, srv: srv, token: tok}
 }
 
 // headerTransport adds headers to every request, as an MCP client configured
@@ -286,5 +295,78 @@ func TestClientName(t *testing.T) {
 		if got := ClientName(h); got != tt.want {
 			t.Errorf("ClientName(%q) = %q; want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+func callJSON(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) (*mcp.CallToolResult, CommandResult) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	var out CommandResult
+	if res.StructuredContent != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		json.Unmarshal(b, &out)
+	}
+	return res, out
+}
+
+func TestRunCommandWaitingThenResult(t *testing.T) {
+	e := newEnv(t, DefaultGuardConfig())
+	e.fleet.Connect(&gridcityv1.Hello{Name: "web-1", CommandsEnabled: true, RunAs: "root"})
+	cs := e.client(t, e.token)
+
+	// Errors are isError with a message and no structured content.
+	res, _ := callJSON(t, cs, "run_command", map[string]any{"server": "web-3", "command": "uptime", "reason": "look", "timeout_seconds": 10})
+	if !res.IsError || res.StructuredContent != nil || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, `unknown server "web-3"; known servers: web-1`) {
+		t.Fatalf("unknown server: %+v", res)
+	}
+
+	res, out := callJSON(t, cs, "run_command", map[string]any{"server": "web-1", "command": "uptime", "reason": "look", "timeout_seconds": 10})
+	if res.IsError || out.Status != "waiting" || out.RequestID == "" || !strings.Contains(out.Next, "wait_for_command") {
+		t.Fatalf("got %+v %+v", res, out)
+	}
+	pending, _ := e.cmds.Pending(context.Background())
+	if len(pending) != 1 || pending[0].Client != "go-test" || pending[0].Token != "tester" {
+		t.Fatalf("pending %+v; want the client and token named", pending)
+	}
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		ctx := context.Background()
+		e.cmds.Approve(ctx, out.RequestID, "alice", command.Approval{Note: "ok"})
+		e.cmds.HandleEvent(ctx, "web-1", &gridcityv1.CommandEvent{RequestId: out.RequestID, Kind: gridcityv1.CommandEvent_KIND_STARTED})
+		e.cmds.HandleEvent(ctx, "web-1", &gridcityv1.CommandEvent{RequestId: out.RequestID, Kind: gridcityv1.CommandEvent_KIND_OUTPUT, Data: []byte(" 10:00 up 3 days\n")})
+		e.cmds.HandleEvent(ctx, "web-1", &gridcityv1.CommandEvent{RequestId: out.RequestID, Kind: gridcityv1.CommandEvent_KIND_EXITED, StdoutTotal: 17, DurationMs: 4})
+	}()
+	res, got := callJSON(t, cs, "wait_for_command", map[string]any{"request_id": out.RequestID})
+	if res.IsError || got.Status != "completed" || got.ExitCode == nil || *got.ExitCode != 0 || got.Stdout != " 10:00 up 3 days\n" || got.Note != "ok" {
+		t.Fatalf("got %+v", got)
+	}
+	res, _ = callJSON(t, cs, "wait_for_command", map[string]any{"request_id": "cmd_nope"})
+	if !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "no command request") {
+		t.Fatalf("unknown id: %+v", res)
+	}
+}
+
+func TestReadTokenCannotRunCommands(t *testing.T) {
+	e := newEnv(t, DefaultGuardConfig())
+	ctx := context.Background()
+	if err := e.st.CreateToken(ctx, store.Token{Name: "reader", Scope: store.ScopeRead, Hash: HashToken("gc_read"), CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	cs := e.client(t, "gc_read")
+	listed, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range listed.Tools {
+		if tl.Name == "run_command" || tl.Name == "wait_for_command" {
+			t.Errorf("read token lists %s", tl.Name)
+		}
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run_command", Arguments: map[string]any{"server": "x", "command": "id", "reason": "r", "timeout_seconds": 1}})
+	if err == nil && !res.IsError {
+		t.Fatal("read token ran run_command")
 	}
 }
