@@ -29,6 +29,7 @@ Usage:
   gridcity mcp      [--data DIR] [--json]
   gridcity token    create NAME [--scope read|operate] [--json] | list [--json] | revoke NAME
   gridcity agents   list [--json] | revoke NAME
+  gridcity audit    [--data DIR] [--json] [--request ID]
   gridcity version
 
 Every flag also reads GRIDCITY_<FLAG> from the environment (--data: GRIDCITY_DATA).
@@ -63,6 +64,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdToken(ctx, rest, stdout, stderr)
 	case "agents":
 		return cmdAgents(ctx, rest, stdout, stderr)
+	case "audit":
+		return cmdAudit(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "gridcity", version)
 		return nil

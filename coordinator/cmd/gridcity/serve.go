@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gridcity/gridcity/coordinator/internal/agentapi"
+	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
 	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
 	"github.com/gridcity/gridcity/coordinator/internal/pki"
@@ -112,8 +113,16 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		logger.Info("created the local MCP token; `gridcity mcp` prints it", "file", filepath.Join(*data, localTokenFile))
 	}
 
+	scheme := "http"
+	if info.TLS {
+		scheme = "https"
+	}
+	appURL := scheme + "://" + info.HTTP + "/"
+	cmds := command.New(command.Config{}, st, fl, api, logger)
+	api.SetCommands(cmds)
+
 	mux := http.NewServeMux()
-	deps := mcpserver.Deps{Fleet: fl, Store: st, Logger: logger}
+	deps := mcpserver.Deps{Fleet: fl, Store: st, Commands: cmds, AppURL: appURL, Logger: logger}
 	mux.Handle("/mcp", mcpserver.Handler(deps, mcpserver.DefaultGuardConfig()))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -138,6 +147,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
 	wg.Go(func() { fl.Run(ctx, 2*time.Second) })
+	wg.Go(func() { cmds.Run(ctx) })
 	wg.Go(func() {
 		if err := gs.Serve(gl); err != nil {
 			errs <- fmt.Errorf("gRPC server: %w", err)
@@ -154,10 +164,6 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			errs <- fmt.Errorf("HTTP server: %w", err)
 		}
 	})
-	scheme := "http"
-	if info.TLS {
-		scheme = "https"
-	}
 	logger.Info("coordinator ready", "version", version, "mcp", scheme+"://"+info.HTTP+"/mcp", "grpc", info.GRPC, "advertise", adv, "ca_pin", ca.Pin(), "data", *data)
 	select {
 	case <-ctx.Done():

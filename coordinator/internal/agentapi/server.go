@@ -75,6 +75,29 @@ type Server struct {
 	mu       sync.Mutex
 	streams  map[string]*agentStream
 	stopping bool
+	commands Commands
+}
+
+// Commands receives what agents report about commands (the command service).
+type Commands interface {
+	HandleEvent(ctx context.Context, server string, ev *gridcityv1.CommandEvent)
+	// Reconnected settles commands from an agent's journal and returns the
+	// request ids it may forget.
+	Reconnected(ctx context.Context, server string, journal []*gridcityv1.CommandEvent) []string
+}
+
+// SetCommands connects the command service; until then command events are
+// only logged.
+func (s *Server) SetCommands(c Commands) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.commands = c
+}
+
+func (s *Server) commandSink() Commands {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.commands
 }
 
 type agentStream struct {
@@ -189,6 +212,15 @@ func (s *Server) Connect(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage
 	if err := stream.Send(&gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_Settings{Settings: s.cfg.Settings}}); err != nil {
 		return err
 	}
+	// Settle what the agent reports of earlier commands before anything
+	// new can be dispatched on this stream.
+	if c := s.commandSink(); c != nil {
+		if forget := c.Reconnected(ctx, name, hello.GetJournal()); len(forget) > 0 {
+			if err := stream.Send(&gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_JournalAck{JournalAck: &gridcityv1.JournalAck{Forget: forget}}}); err != nil {
+				return err
+			}
+		}
+	}
 	in := make(chan *gridcityv1.AgentMessage)
 	recvErr := make(chan error, 1)
 	go func() {
@@ -255,9 +287,20 @@ func (s *Server) handle(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage,
 		return status.Error(codes.InvalidArgument, "hello sent twice on one stream")
 	case nil:
 		return status.Error(codes.InvalidArgument, "empty message: the agent and coordinator versions may not match")
+	case *gridcityv1.AgentMessage_CommandEvent:
+		s.fleet.Touch(name, id)
+		c := s.commandSink()
+		if c == nil {
+			return nil
+		}
+		c.HandleEvent(stream.Context(), name, b.CommandEvent)
+		// An ended command is recorded now; the agent may forget it.
+		switch b.CommandEvent.GetKind() {
+		case gridcityv1.CommandEvent_KIND_EXITED, gridcityv1.CommandEvent_KIND_UNKNOWN, gridcityv1.CommandEvent_KIND_REFUSED:
+			return stream.Send(&gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_JournalAck{JournalAck: &gridcityv1.JournalAck{Forget: []string{b.CommandEvent.GetRequestId()}}}})
+		}
 	default:
-		// Command events and probe results are handled by the features
-		// that send commands and probes; until then they are only touched.
+		// Probe results are handled by the feature that sends probes.
 		s.fleet.Touch(name, id)
 	}
 	return nil
