@@ -39,7 +39,7 @@ type Deps struct {
 	// RunWait and WaitAgain bound the waits of run_command and
 	// wait_for_command (default: the contract's 25 s and 45 s).
 	RunWait, WaitAgain time.Duration
-	Logger *slog.Logger
+	Logger             *slog.Logger
 }
 
 // tool is one entry of the tool list: its tier and how to add it.
