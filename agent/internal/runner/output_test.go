@@ -1,0 +1,256 @@
+package runner
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// maskAll is the masker fed in the given pieces, then ended.
+func maskAll(m *masker, pieces ...[]byte) string {
+	var out []byte
+	for _, p := range pieces {
+		out = append(out, m.write(p, false)...)
+	}
+	return string(append(out, m.write(nil, true)...))
+}
+
+func TestMasker(t *testing.T) {
+	tests := []struct {
+		name   string
+		values []string
+		in     string
+		want   string
+	}{
+		{name: "no values", values: nil, in: "hunter22", want: "hunter22"},
+		{name: "empty value ignored", values: []string{""}, in: "abc", want: "abc"},
+		{name: "whole", values: []string{"hunter22"}, in: "hunter22", want: Mask},
+		{name: "inside", values: []string{"hunter22"}, in: "pw=hunter22;", want: "pw=" + Mask + ";"},
+		{name: "repeated", values: []string{"hunter22"}, in: "hunter22hunter22 hunter22", want: Mask + Mask + " " + Mask},
+		{name: "near miss", values: []string{"hunter22"}, in: "hunter2 hunter2x hunter22", want: "hunter2 hunter2x " + Mask},
+		{name: "overlapping self", values: []string{"aaaa"}, in: "aaaaaa", want: Mask + "aa"},
+		{name: "two values", values: []string{"s3cret", "sudopw"}, in: "s3cret|sudopw|s3cret", want: Mask + "|" + Mask + "|" + Mask},
+		{name: "longer value wins", values: []string{"abcd", "abcdef"}, in: "xabcdefx abcdx", want: "x" + Mask + "x " + Mask + "x"},
+		{name: "short value", values: []string{"a"}, in: "banana", want: "b" + Mask + "n" + Mask + "n" + Mask},
+		{name: "mask-like value not rescanned", values: []string{"**"}, in: "**", want: Mask},
+		{name: "prefix at end", values: []string{"hunter22"}, in: "xx hunt", want: "xx hunt"},
+		{name: "binary", values: []string{"\x00\xff\x01"}, in: "a\x00\xff\x01b", want: "a" + Mask + "b"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vals := make([][]byte, len(tt.values))
+			for i, v := range tt.values {
+				vals[i] = []byte(v)
+			}
+			in := []byte(tt.in)
+			if got := maskAll(newMasker(vals...), in); got != tt.want {
+				t.Fatalf("one piece: got %q; want %q", got, tt.want)
+			}
+			// Every split into two pieces, and into three around every
+			// pair of points, gives the same output.
+			for i := 0; i <= len(in); i++ {
+				if got := maskAll(newMasker(vals...), in[:i], in[i:]); got != tt.want {
+					t.Fatalf("split at %d: got %q; want %q", i, got, tt.want)
+				}
+				for j := i; j <= len(in); j++ {
+					if got := maskAll(newMasker(vals...), in[:i], in[i:j], in[j:]); got != tt.want {
+						t.Fatalf("split at %d and %d: got %q; want %q", i, j, got, tt.want)
+					}
+				}
+			}
+			var bytewise [][]byte
+			for i := range in {
+				bytewise = append(bytewise, in[i:i+1])
+			}
+			if got := maskAll(newMasker(vals...), bytewise...); got != tt.want {
+				t.Fatalf("byte by byte: got %q; want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestMaskerNeverEmitsSecret checks the property that matters while the
+// stream is still open: no prefix of what was passed on contains the
+// value, at any split.
+func TestMaskerNeverEmitsSecret(t *testing.T) {
+	secret := []byte("correct horse")
+	in := []byte("a correct horse, a correct hor, correct horsecorrect horse!")
+	for i := 0; i <= len(in); i++ {
+		m := newMasker(secret)
+		var out []byte
+		out = append(out, m.write(in[:i], false)...)
+		out = append(out, m.write(in[i:], false)...)
+		if bytes.Contains(out, secret) {
+			t.Fatalf("split at %d: %q contains the secret", i, out)
+		}
+		out = append(out, m.write(nil, true)...)
+		if bytes.Contains(out, secret) || bytes.Count(out, []byte(Mask)) != 3 {
+			t.Fatalf("split at %d: got %q; want 3 masks and no secret", i, out)
+		}
+	}
+}
+
+func TestMaskerHoldsOnlyPossiblePrefixes(t *testing.T) {
+	m := newMasker([]byte("hunter22"))
+	if got := m.write([]byte("progress 10%"), false); string(got) != "progress 10%" {
+		t.Errorf("got %q; want all of it passed on at once", got)
+	}
+	if got := m.write([]byte(" next: hun"), false); string(got) != " next: " {
+		t.Errorf("got %q; want the possible start held back", got)
+	}
+}
+
+func TestRing(t *testing.T) {
+	r := ring{buf: make([]byte, 5)}
+	var all []byte
+	for _, p := range []string{"ab", "c", "defg", "", "hijklmnop", "q"} {
+		r.write([]byte(p))
+		all = append(all, p...)
+		for n := 0; n <= min(5, len(all)); n++ {
+			if got, want := string(r.last(n)), string(all[len(all)-n:]); got != want {
+				t.Fatalf("after %q, last(%d): got %q; want %q", p, n, got, want)
+			}
+		}
+	}
+}
+
+// collect gathers chunks and checks the emit contract while doing so.
+type collect struct {
+	t      *testing.T
+	chunks []Chunk
+}
+
+func (c *collect) emit(ch Chunk) {
+	if len(ch.Data) == 0 || len(ch.Data) > ChunkBytes {
+		c.t.Errorf("chunk of %d bytes; want 1..%d", len(ch.Data), ChunkBytes)
+	}
+	c.chunks = append(c.chunks, ch)
+}
+
+// segment is a run of forwarded bytes at an offset.
+type segment struct {
+	offset uint64
+	data   string
+}
+
+// segments returns the forwarded bytes of one stream, contiguous chunks
+// merged, and fails on an offset that goes back or overlaps.
+func (c *collect) segments(s Stream) []segment {
+	var segs []segment
+	for _, ch := range c.chunks {
+		if ch.Stream != s {
+			continue
+		}
+		if n := len(segs); n > 0 {
+			last := &segs[n-1]
+			end := last.offset + uint64(len(last.data))
+			if ch.Offset == end {
+				last.data += string(ch.Data)
+				continue
+			}
+			if ch.Offset < end {
+				c.t.Fatalf("%s chunk at offset %d overlaps forwarded bytes up to %d", s, ch.Offset, end)
+			}
+		}
+		segs = append(segs, segment{ch.Offset, string(ch.Data)})
+	}
+	return segs
+}
+
+// wantSegments is what a stream of in forwards: its first AuditBytes and
+// then the last TailBytes of the rest.
+func wantSegments(in string) []segment {
+	if len(in) == 0 {
+		return nil
+	}
+	if len(in) <= AuditBytes {
+		return []segment{{0, in}}
+	}
+	n := min(TailBytes, len(in)-AuditBytes)
+	if len(in)-n == AuditBytes {
+		return []segment{{0, in}}
+	}
+	return []segment{{0, in[:AuditBytes]}, {uint64(len(in) - n), in[len(in)-n:]}}
+}
+
+func sameSegments(t *testing.T, got, want []segment) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("forwarded %d segments; want %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i].offset != want[i].offset || got[i].data != want[i].data {
+			t.Fatalf("segment %d: %d bytes at %d; want %d bytes at %d (or other bytes)", i, len(got[i].data), got[i].offset, len(want[i].data), want[i].offset)
+		}
+	}
+}
+
+func TestStream(t *testing.T) {
+	pattern := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = "0123456789abcdefghijklmnopqrstuvwxyz"[i%36]
+		}
+		return b
+	}
+	tests := []struct {
+		name  string
+		total int
+	}{
+		{name: "empty", total: 0},
+		{name: "short", total: 100},
+		{name: "head plus tail exactly", total: HeadBytes + TailBytes},
+		{name: "just over kept", total: HeadBytes + TailBytes + 1},
+		{name: "audit exactly", total: AuditBytes},
+		{name: "audit plus a little", total: AuditBytes + 7},
+		{name: "well past audit", total: 3*AuditBytes + 12345},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := pattern(tt.total)
+			c := &collect{t: t}
+			s := newStream(Stdout, newMasker(), c.emit)
+			for p := in; len(p) > 0; {
+				n := min(len(p), 10000)
+				s.read(p[:n])
+				p = p[n:]
+			}
+			kept := s.finish()
+			if s.total != uint64(tt.total) {
+				t.Errorf("total %d; want %d", s.total, tt.total)
+			}
+			sameSegments(t, c.segments(Stdout), wantSegments(string(in)))
+			want := in
+			if tt.total > HeadBytes+TailBytes {
+				want = append(append([]byte{}, in[:HeadBytes]...), in[tt.total-TailBytes:]...)
+			}
+			if !bytes.Equal(kept, want) {
+				t.Errorf("kept %d bytes; want %d (head %d + tail)", len(kept), len(want), HeadBytes)
+			}
+		})
+	}
+}
+
+// TestStreamMasksAcrossAuditBoundary puts the secret across the point where
+// forwarding stops: the forwarded part and the tail together must read as
+// the masked stream.
+func TestStreamMasksAcrossAuditBoundary(t *testing.T) {
+	secret := "hunter22"
+	in := strings.Repeat("x", AuditBytes-3) + secret + strings.Repeat("y", 100)
+	c := &collect{t: t}
+	s := newStream(Stderr, newMasker([]byte(secret)), c.emit)
+	for p := []byte(in); len(p) > 0; {
+		n := min(len(p), 4096)
+		s.read(p[:n])
+		p = p[n:]
+	}
+	kept := s.finish()
+	want := strings.Repeat("x", AuditBytes-3) + Mask + strings.Repeat("y", 100)
+	sameSegments(t, c.segments(Stderr), wantSegments(want))
+	if s.total != uint64(len(want)) {
+		t.Errorf("total %d; want %d (the masked length)", s.total, len(want))
+	}
+	if strings.Contains(string(kept), secret) || !strings.Contains(string(kept), Mask+"yyy") {
+		t.Errorf("kept tail %q; want the mask and no secret", kept[len(kept)-120:])
+	}
+}
