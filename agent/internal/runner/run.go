@@ -124,6 +124,10 @@ func Run(ctx context.Context, spec Spec, emit func(Chunk)) Result {
 	if err := spec.validate(); err != nil {
 		return Result{ExitCode: -1, Err: err}
 	}
+	if ctx.Err() != nil {
+		// Canceled before it started: nothing ran.
+		return Result{ExitCode: -1, Canceled: true}
+	}
 	id, err := resolveRunAs(spec.RunAs, os.Geteuid(), osUsers{})
 	if err != nil {
 		return Result{ExitCode: -1, Err: err}

@@ -77,10 +77,7 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantDir := self.HomeDir
-	if fi, err := os.Stat(wantDir); err != nil || !fi.IsDir() {
-		wantDir = "/"
-	}
+	wantDir := runIdentity{home: self.HomeDir}.dir()
 	tests := []struct {
 		name       string
 		command    string
@@ -297,6 +294,15 @@ func TestRunCancel(t *testing.T) {
 	}
 }
 
+func TestRunCanceledBeforeStart(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res := Run(ctx, Spec{ID: "t", Command: "echo ran", Timeout: time.Second, OnStart: func(int) { t.Error("started") }}, func(Chunk) { t.Error("output") })
+	if !res.Canceled || res.ExitCode != -1 || res.Err != nil {
+		t.Errorf("got %+v; want canceled, -1, no error", res)
+	}
+}
+
 func TestRunOnStartBeforeOutput(t *testing.T) {
 	var pid atomic.Int64
 	r := &recorder{collect: collect{t: t}}
@@ -396,10 +402,7 @@ func TestRunAsAnotherUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantDir := nobody.HomeDir
-	if fi, err := os.Stat(wantDir); err != nil || !fi.IsDir() {
-		wantDir = "/"
-	}
+	wantDir := runIdentity{home: nobody.HomeDir}.dir()
 	res, rec := runSpec(t, context.Background(), Spec{ID: "t", RunAs: "nobody", Command: `id -u; id -g; id -G; pwd; echo "$HOME $USER $LOGNAME"`})
 	want := strings.Join([]string{nobody.Uid, nobody.Gid, strings.Join(gids, " "), wantDir, nobody.HomeDir + " nobody nobody"}, "\n") + "\n"
 	if got := rec.text(Stdout); res.Err != nil || got != want {
