@@ -150,17 +150,17 @@ func Run(ctx context.Context, spec Spec, emit func(Chunk)) Result {
 		defer mu.Unlock()
 		emit(c)
 	}
-	m := &process{spec: spec, grace: spec.killGrace}
-	if m.grace <= 0 {
-		m.grace = defaultKillGrace
+	p := &process{spec: spec, grace: spec.killGrace}
+	if p.grace <= 0 {
+		p.grace = defaultKillGrace
 	}
-	if err := m.start(id, env); err != nil {
+	if err := p.start(id, env); err != nil {
 		return Result{ExitCode: -1, Err: err}
 	}
 	if spec.OnStart != nil {
-		spec.OnStart(m.cmd.Process.Pid)
+		spec.OnStart(p.cmd.Process.Pid)
 	}
-	return m.wait(ctx, newStream(Stdout, newMasker(masks...), serial), newStream(Stderr, newMasker(masks...), serial))
+	return p.wait(ctx, newStream(Stdout, newMasker(masks...), serial), newStream(Stderr, newMasker(masks...), serial))
 }
 
 func (s Spec) validate() error {
