@@ -20,7 +20,9 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/gridcity/gridcity/agent/internal/collect"
+	"github.com/gridcity/gridcity/agent/internal/journal"
 	"github.com/gridcity/gridcity/agent/internal/link"
+	"github.com/gridcity/gridcity/agent/internal/runner"
 )
 
 var version = "dev"
@@ -77,6 +79,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errors.New("no command given")
 	}
 	switch args[0] {
+	case "askpass":
+		// sudo runs this (through the runner's askpass script) to fetch
+		// the sudo password an approver typed; it takes no flags.
+		return runner.Askpass()
 	case "run":
 		return cmdRun(ctx, args[1:], stderr, false)
 	case "enroll":
@@ -209,9 +215,23 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, enrollOnly boo
 		logger.Warn("the config names this server differently from its enrollment; the enrolled name is used (enroll with a new join line and --name to rename it)", "enrolled", id.Name, "config", cfg.Name)
 	}
 	set := collect.New(collect.DefaultConfig(), logger)
-	client := link.NewClient(id, set, link.Options{
-		Version: version, District: cfg.District, RunAs: cfg.RunAs, CommandsEnabled: cfg.Commands,
-	}, logger)
+	opts := link.Options{Version: version, District: cfg.District, RunAs: cfg.RunAs}
+	if cfg.Commands {
+		j, err := journal.Open(*state, logger)
+		if err != nil {
+			// Without the journal, at most once cannot be kept: run nothing.
+			opts.CommandsOff = "commands are off on this server: its command journal cannot be opened (" + err.Error() + ")"
+			logger.Error("commands turned off", "reason", opts.CommandsOff)
+		} else {
+			defer j.Close()
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			opts.Commands = link.NewCommands(j, cfg.RunAs, exe, logger)
+		}
+	}
+	client := link.NewClient(id, set, opts, logger)
 	logger.Info("agent starting", "version", version, "name", id.Name, "coordinator", id.Coordinator)
 	err = client.Run(ctx)
 	if ctx.Err() != nil {

@@ -24,8 +24,11 @@ import (
 type Options struct {
 	Version         string
 	District        string
-	RunAs           string
-	CommandsEnabled bool
+	RunAs string
+	// Commands runs approved commands; nil when this agent runs none
+	// (commands: false), and CommandsOff says why.
+	Commands    *Commands
+	CommandsOff string
 	// BackoffBase and BackoffMax bound the reconnect delay (defaults 1 s, 60 s).
 	BackoffBase, BackoffMax time.Duration
 }
@@ -125,11 +128,14 @@ func (c *Client) session(ctx context.Context) error {
 		return err
 	}
 	hello := &gridcityv1.Hello{
-		Name: c.id.Name, AgentVersion: c.opts.Version, District: c.opts.District,
-		CommandsEnabled: c.opts.CommandsEnabled, Capabilities: []string{"state"},
+		Name: c.id.Name, AgentVersion: c.opts.Version, District: c.opts.District, Capabilities: []string{"state"},
 	}
-	if c.opts.CommandsEnabled {
-		hello.RunAs = c.opts.RunAs
+	var outbox chan *gridcityv1.AgentMessage // nil (never ready) without commands
+	if cmds := c.opts.Commands; cmds != nil {
+		hello.CommandsEnabled, hello.RunAs = true, c.opts.RunAs
+		hello.Capabilities = append(hello.Capabilities, "commands")
+		hello.Journal = cmds.Journal()
+		outbox = cmds.out
 	}
 	if err := stream.Send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_Hello{Hello: hello}}); err != nil {
 		return recvError(stream, err)
@@ -186,6 +192,13 @@ func (c *Client) session(ctx context.Context) error {
 				}
 				settings <- s
 			}
+			if err := c.handleCommand(ctx, stream, m); err != nil {
+				return err
+			}
+		case m := <-outbox:
+			if err := stream.Send(m); err != nil {
+				return err
+			}
 		case u := <-changes:
 			if err := stream.Send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_State{State: u}}); err != nil {
 				return err
@@ -201,6 +214,32 @@ func (c *Client) session(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// handleCommand acts on the command messages of the coordinator.
+func (c *Client) handleCommand(ctx context.Context, stream grpc.BidiStreamingClient[gridcityv1.AgentMessage, gridcityv1.CoordinatorMessage], m *gridcityv1.CoordinatorMessage) error {
+	cmds := c.opts.Commands
+	switch b := m.Body.(type) {
+	case *gridcityv1.CoordinatorMessage_RunCommand:
+		if cmds == nil {
+			reason := "commands are off on this server (commands: false in its config)"
+			if c.opts.CommandsOff != "" {
+				reason = c.opts.CommandsOff
+			}
+			return stream.Send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_CommandEvent{CommandEvent: &gridcityv1.CommandEvent{
+				RequestId: b.RunCommand.GetRequestId(), Kind: gridcityv1.CommandEvent_KIND_REFUSED, Reason: reason}}})
+		}
+		cmds.Run(ctx, b.RunCommand)
+	case *gridcityv1.CoordinatorMessage_CancelCommand:
+		if cmds != nil {
+			cmds.Cancel(b.CancelCommand)
+		}
+	case *gridcityv1.CoordinatorMessage_JournalAck:
+		if cmds != nil {
+			cmds.Forget(b.JournalAck.GetForget())
+		}
+	}
+	return nil
 }
 
 // recvError prefers the status the server sent (why it closed the stream)
