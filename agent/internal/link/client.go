@@ -22,9 +22,9 @@ import (
 
 // Options describe the agent to the coordinator.
 type Options struct {
-	Version         string
-	District        string
-	RunAs string
+	Version  string
+	District string
+	RunAs    string
 	// Commands runs approved commands; nil when this agent runs none
 	// (commands: false), and CommandsOff says why.
 	Commands    *Commands
