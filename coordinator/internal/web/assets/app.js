@@ -1,0 +1,347 @@
+// The approval app. Everything that came from the AI or the fleet (commands,
+// reasons, prompts, output) is put on the page with textContent, never as
+// HTML, so it cannot become markup or script.
+'use strict';
+
+(() => {
+  const $ = (sel, root = document) => root.querySelector(sel);
+  const state = {
+    me: null,
+    cards: new Map(), // request id -> {req, el}
+    skew: 0, // coordinator clock minus ours, in ms, for the countdowns
+    es: null,
+    retries: 0,
+    retryTimer: 0,
+    historyTimer: 0,
+  };
+
+  // api calls the app's JSON API; errors carry the server's message.
+  async function api(method, path, body) {
+    const opts = { method, headers: {}, credentials: 'same-origin' };
+    if (body !== undefined) {
+      opts.headers['Content-Type'] = 'application/json';
+      opts.body = JSON.stringify(body);
+    }
+    const res = await fetch(path, opts);
+    let data = null;
+    if (res.status !== 204) {
+      try { data = await res.json(); } catch { data = null; }
+    }
+    if (!res.ok) {
+      const err = new Error((data && data.error) || `${res.status} ${res.statusText}`);
+      err.status = res.status;
+      if (res.status === 401 && path !== '/api/login') showLogin('Your session ended; log in again.');
+      throw err;
+    }
+    return data;
+  }
+
+  // ---- views ----
+
+  function showOnly(id) {
+    for (const v of ['login-view', 'pending-view', 'history-view']) $('#' + v).hidden = v !== id;
+    $('#nav-pending').classList.toggle('active', id === 'pending-view');
+    $('#nav-history').classList.toggle('active', id === 'history-view');
+  }
+
+  function showLogin(message) {
+    state.me = null;
+    disconnect();
+    $('#bar').hidden = true;
+    notice('');
+    showOnly('login-view');
+    $('#login-error').textContent = message || '';
+    $('#login-form [name=username]').focus();
+  }
+
+  function route() {
+    if (!state.me) return;
+    if (location.hash === '#history') {
+      showOnly('history-view');
+      loadHistory();
+    } else {
+      showOnly('pending-view');
+    }
+  }
+
+  function notice(text) {
+    $('#notice').textContent = text;
+    $('#notice').hidden = !text;
+  }
+
+  let flashTimer = 0;
+  function flash(text) {
+    $('#flash').textContent = text;
+    $('#flash').hidden = false;
+    clearTimeout(flashTimer);
+    flashTimer = setTimeout(() => { $('#flash').hidden = true; }, 6000);
+  }
+
+  // ---- login ----
+
+  $('#login-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const form = e.target;
+    const button = $('button', form);
+    button.disabled = true;
+    $('#login-error').textContent = '';
+    try {
+      const me = await api('POST', '/api/login', {
+        username: form.username.value,
+        password: form.password.value,
+      });
+      form.password.value = '';
+      start(me);
+    } catch (err) {
+      $('#login-error').textContent = err.message;
+    } finally {
+      button.disabled = false;
+    }
+  });
+
+  $('#logout').addEventListener('click', async () => {
+    try { await api('POST', '/api/logout'); } catch { /* the session is gone either way */ }
+    showLogin('You are logged out.');
+  });
+
+  function start(me) {
+    state.me = me;
+    $('#who').textContent = me.username;
+    $('#bar').hidden = false;
+    connect();
+    route();
+  }
+
+  // ---- live list ----
+
+  function connect() {
+    disconnect();
+    const es = new EventSource('/api/events');
+    state.es = es;
+    es.addEventListener('pending', (e) => {
+      const snap = JSON.parse(e.data);
+      state.skew = Date.parse(snap.now) - Date.now();
+      state.retries = 0;
+      notice('');
+      const ids = new Set(snap.requests.map((r) => r.id));
+      for (const id of state.cards.keys()) if (!ids.has(id)) removeCard(id);
+      for (const r of snap.requests) addCard(r);
+    });
+    es.addEventListener('created', (e) => addCard(JSON.parse(e.data)));
+    for (const kind of ['decided', 'updated', 'finished']) {
+      es.addEventListener(kind, (e) => {
+        const r = JSON.parse(e.data);
+        if (r.status !== 'pending' && state.cards.has(r.id)) {
+          removeCard(r.id);
+          if (r.decidedBy && r.decidedBy !== state.me.username) {
+            flash(`${r.server}: ${r.decision} by ${r.decidedBy}`);
+          } else if (r.decision === 'expired') {
+            flash(`${r.server}: expired unanswered`);
+          }
+        }
+        if (!$('#history-view').hidden) reloadHistorySoon();
+      });
+    }
+    es.addEventListener('end', (e) => {
+      const { reason } = JSON.parse(e.data);
+      showLogin(reason);
+    });
+    es.onerror = () => {
+      // The browser would retry on its own, but not after a 401, and not
+      // with a growing delay; so the page takes over.
+      if (state.es !== es) return;
+      disconnect();
+      reconnectLater();
+    };
+  }
+
+  function reconnectLater() {
+    const delay = Math.min(30, 2 ** state.retries);
+    state.retries++;
+    notice(`Live updates lost. Reconnecting in ${delay} s…`);
+    state.retryTimer = setTimeout(async () => {
+      try {
+        await api('GET', '/api/me');
+        connect();
+      } catch (err) {
+        if (err.status !== 401) reconnectLater(); // a 401 already shows the login
+      }
+    }, delay * 1000);
+  }
+
+  function disconnect() {
+    clearTimeout(state.retryTimer);
+    if (state.es) state.es.close();
+    state.es = null;
+  }
+
+  function addCard(r) {
+    if (state.cards.has(r.id) || r.status !== 'pending') return;
+    const el = $('#card-tpl').content.firstElementChild.cloneNode(true);
+    el.dataset.id = r.id;
+    el.classList.toggle('risky', r.risky);
+    $('.badge.risky', el).hidden = !r.risky;
+    $('.server', el).textContent = r.server;
+    $('.cmd', el).textContent = r.command;
+    $('.reason', el).textContent = r.reason;
+    row(el, 'client', r.client);
+    row(el, 'token', r.token);
+    row(el, 'runas', r.runAs);
+    if (r.input) {
+      $('.input-field', el).hidden = false;
+      $('.input-label', el).textContent = r.input.prompt || 'Input for the command';
+      $('.input', el).type = r.input.secret ? 'password' : 'text';
+      $('.input', el).required = true;
+    }
+    $('.sudo-field', el).hidden = !r.sudo;
+    $('.sudo-label', el).textContent = `sudo password for ${r.runAs || 'the run-as user'} (leave empty if sudo needs none)`;
+    const form = $('.decide', el);
+    form.addEventListener('submit', (e) => { e.preventDefault(); decide(r, el, 'approve'); });
+    $('.deny', el).addEventListener('click', () => decide(r, el, 'deny'));
+    state.cards.set(r.id, { req: r, el });
+    // Oldest first: the one that expires soonest is on top.
+    const after = [...state.cards.values()].find((c) => c.el.isConnected && c.req.createdAt > r.createdAt);
+    $('#cards').insertBefore(el, after ? after.el : null);
+    tick();
+    counts();
+  }
+
+  function removeCard(id) {
+    const c = state.cards.get(id);
+    if (!c) return;
+    state.cards.delete(id);
+    c.el.classList.add('leaving');
+    setTimeout(() => c.el.remove(), 300);
+    counts();
+  }
+
+  function counts() {
+    const n = state.cards.size;
+    $('#count').textContent = n;
+    $('#count').hidden = n === 0;
+    $('#empty').hidden = n > 0;
+    document.title = n ? `(${n}) gridcity approvals` : 'gridcity approvals';
+  }
+
+  async function decide(r, el, action) {
+    const form = $('.decide', el);
+    const err = $('.error', form);
+    const body = { note: $('.note', el).value };
+    if (action === 'approve') {
+      if (r.input) {
+        body.input = $('.input', el).value;
+        if (!body.input) {
+          err.textContent = 'Type the value the command asks for, or deny it.';
+          $('.input', el).focus();
+          return;
+        }
+      }
+      if (r.sudo && $('.sudo', el).value) body.sudoPassword = $('.sudo', el).value;
+    }
+    for (const b of form.querySelectorAll('button')) b.disabled = true;
+    err.textContent = '';
+    try {
+      const done = await api('POST', `/api/requests/${encodeURIComponent(r.id)}/${action}`, body);
+      removeCard(r.id);
+      if (action === 'deny') flash(`Denied on ${done.server}.`);
+      else if (done.status === 'failed') flash(`Approved, but it failed: ${done.detail}`);
+      else flash(`Approved: ${done.status} on ${done.server}. The result will be in the history.`);
+    } catch (e) {
+      if (e.status === 409 || e.status === 404) {
+        removeCard(r.id);
+        flash(e.message);
+        return;
+      }
+      err.textContent = e.message;
+      if (e.status === 422) $('.input', el).focus();
+    } finally {
+      // Typed secrets do not linger in the page.
+      $('.input', el).value = '';
+      $('.sudo', el).value = '';
+      for (const b of form.querySelectorAll('button')) b.disabled = false;
+    }
+  }
+
+  // tick updates every card's time left, on the coordinator's clock.
+  function tick() {
+    const now = Date.now() + state.skew;
+    for (const { req, el } of state.cards.values()) {
+      const left = Math.round((Date.parse(req.expiresAt) - now) / 1000);
+      const out = $('.left', el);
+      out.textContent = left > 0 ? `${Math.floor(left / 60)}:${String(left % 60).padStart(2, '0')} left` : 'expiring…';
+      out.classList.toggle('urgent', left < 60);
+    }
+  }
+  setInterval(tick, 1000);
+
+  // ---- history ----
+
+  function reloadHistorySoon() {
+    clearTimeout(state.historyTimer);
+    state.historyTimer = setTimeout(loadHistory, 500);
+  }
+
+  async function loadHistory() {
+    let list;
+    try {
+      list = await api('GET', '/api/history?limit=200');
+    } catch (e) {
+      if (e.status !== 401) flash(`Could not load the history: ${e.message}`);
+      return;
+    }
+    const box = $('#history');
+    box.replaceChildren(...list.map(historyItem));
+    $('#history-empty').hidden = list.length > 0;
+  }
+
+  function historyItem(r) {
+    const el = $('#hist-tpl').content.firstElementChild.cloneNode(true);
+    el.dataset.id = r.id;
+    $('.server', el).textContent = r.server;
+    const badge = $('.badge.status', el);
+    badge.textContent = r.status.replace('_', ' ');
+    badge.classList.add(r.status);
+    $('.when', el).textContent = new Date(r.createdAt).toLocaleString();
+    $('.cmd', el).textContent = r.command;
+    $('.reason', el).textContent = r.reason;
+    row(el, 'asker', [r.client, r.token && `token ${r.token}`].filter(Boolean).join(', '));
+    let decision = r.decision;
+    if (r.decidedBy) decision += ` by ${r.decidedBy}`;
+    if (r.decidedAt) decision += `, ${new Date(r.decidedAt).toLocaleString()}`;
+    row(el, 'decision', decision);
+    row(el, 'note', r.note);
+    row(el, 'exit', r.exitCode === null ? '' : String(r.exitCode));
+    row(el, 'duration', r.durationMs ? duration(r.durationMs) : '');
+    row(el, 'detail', r.detail);
+    output($('.stdout', el), 'stdout', r.stdout);
+    output($('.stderr', el), 'stderr', r.stderr);
+    return el;
+  }
+
+  // output fills a collapsible stream; long ones start collapsed.
+  function output(details, name, o) {
+    if (!o || (!o.text && !o.omitted)) {
+      details.hidden = true;
+      return;
+    }
+    $('summary', details).textContent = o.omitted ? `${name} (${o.omitted} bytes left out in the middle)` : name;
+    $('pre', details).textContent = o.text;
+    details.open = o.text.length <= 600 && o.text.split('\n').length <= 12;
+  }
+
+  function duration(ms) {
+    return ms < 1000 ? `${ms} ms` : ms < 60000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.floor(ms / 60000)} min ${Math.round((ms % 60000) / 1000)} s`;
+  }
+
+  // row shows a label/value pair of a card, or hides it when empty.
+  function row(el, name, value) {
+    const r = $(`.row.${name}`, el);
+    $('dd', r).textContent = value || '';
+    r.hidden = !value;
+  }
+
+  // ---- start ----
+
+  window.addEventListener('hashchange', route);
+  api('GET', '/api/me').then(start, () => showLogin(''));
+})();

@@ -1,0 +1,352 @@
+package web
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/time/rate"
+
+	"github.com/gridcity/gridcity/coordinator/internal/store"
+)
+
+// bcryptCost is the work factor for approver passwords: about a quarter of
+// a second per check on a small server, slow enough that a stolen store is
+// costly to attack and fast enough for a login.
+const bcryptCost = 12
+
+// HashPassword returns the bcrypt hash under which an approver's password is
+// kept. bcrypt reads at most 72 bytes, so longer passwords are refused
+// rather than silently cut.
+func HashPassword(pw string) (string, error) {
+	if pw == "" {
+		return "", errors.New("hash password: the password is empty")
+	}
+	h, err := bcrypt.GenerateFromPassword([]byte(pw), bcryptCost)
+	if err != nil {
+		return "", fmt.Errorf("hash password: %w", err)
+	}
+	return string(h), nil
+}
+
+// passwordAlphabet leaves out characters that are easily misread when a
+// password is copied from a terminal by hand (0/O, 1/l/I).
+const passwordAlphabet = "abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+
+// NewPassword returns a generated password of 20 characters (about 116
+// bits), for `gridcity approver add` and the admin created on first start.
+func NewPassword() string {
+	max := big.NewInt(int64(len(passwordAlphabet)))
+	var b strings.Builder
+	for range 20 {
+		n, err := rand.Int(rand.Reader, max)
+		if err != nil {
+			panic(err) // crypto/rand does not fail on supported systems
+		}
+		b.WriteByte(passwordAlphabet[n.Int64()])
+	}
+	return b.String()
+}
+
+// dummyHash is checked against when the username is unknown, so that a
+// login for a name that does not exist takes as long as one that does and
+// timing does not tell which names are approvers. Its password was random
+// and thrown away; the cost matches bcryptCost.
+var dummyHash = []byte("$2a$12$b099dwbgzdaWtJfe78nNvO.vghFFgrW.WVHIoPbkBg2CwcEESJtbO")
+
+// Cookie names. With TLS the __Host- prefix makes the browser refuse a
+// cookie that was set without Secure, with a Domain, or for a narrower Path,
+// so a sibling subdomain cannot plant a session.
+const (
+	cookiePlain  = "gridcity_session"
+	cookieSecure = "__Host-gridcity_session"
+)
+
+func (a *app) cookieName() string {
+	if a.cfg.Secure {
+		return cookieSecure
+	}
+	return cookiePlain
+}
+
+func (a *app) setCookie(w http.ResponseWriter, value string, expires time.Time, maxAge int) {
+	http.SetCookie(w, &http.Cookie{
+		Name:     a.cookieName(),
+		Value:    value,
+		Path:     "/",
+		Expires:  expires,
+		MaxAge:   maxAge,
+		HttpOnly: true,
+		Secure:   a.cfg.Secure,
+		SameSite: http.SameSiteStrictMode,
+	})
+}
+
+// sessionHash is how a cookie value is kept in the store: only its sha256,
+// so that a copy of the store cannot be replayed as a login.
+func sessionHash(cookie string) ([]byte, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(cookie)
+	if err != nil || len(raw) != 32 {
+		return nil, false
+	}
+	sum := sha256.Sum256(raw)
+	return sum[:], true
+}
+
+// authedHandler serves a request that carries a valid session.
+type authedHandler func(w http.ResponseWriter, r *http.Request, se store.Session)
+
+// authed requires a valid session cookie (401) and, for anything but a
+// read, a request from the app's own origin (403). The Authorization header
+// is never read: an MCP token is not a way in.
+func (a *app) authed(h authedHandler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		se, code, msg := a.session(r)
+		if code != 0 {
+			if code == http.StatusUnauthorized && r.Header.Get("Authorization") != "" {
+				msg = "the approval app does not accept MCP tokens or any Authorization header; log in with an approver account (gridcity approver add NAME)"
+			}
+			writeError(w, code, msg)
+			return
+		}
+		if msg := checkOrigin(r); msg != "" {
+			a.log.Warn("app request refused", "reason", msg, "path", r.URL.Path, "approver", se.Approver, "remote", r.RemoteAddr)
+			writeError(w, http.StatusForbidden, msg)
+			return
+		}
+		h(w, r, se)
+	})
+}
+
+// session returns the request's session, or the status and message to send.
+func (a *app) session(r *http.Request) (store.Session, int, string) {
+	c, err := r.Cookie(a.cookieName())
+	if err != nil {
+		return store.Session{}, http.StatusUnauthorized, "not logged in; POST /api/login with an approver's username and password"
+	}
+	hash, ok := sessionHash(c.Value)
+	if !ok {
+		return store.Session{}, http.StatusUnauthorized, "the session cookie is malformed; log in again"
+	}
+	se, err := a.st.SessionByHash(r.Context(), hash, a.cfg.Now())
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Session{}, http.StatusUnauthorized, "the session has expired or was ended; log in again"
+	}
+	if err != nil {
+		a.log.Error("session lookup failed", "err", err)
+		return store.Session{}, http.StatusServiceUnavailable, "the coordinator's store did not answer; retry in a moment"
+	}
+	return se, 0, ""
+}
+
+// checkOrigin returns why a request may not act on the app, or "".
+//
+// A state-changing request must carry an Origin naming the host it was sent
+// to: browsers always send Origin on POST, and a page on another site cannot
+// forge it. Sec-Fetch-Site, when the browser sends it, must say the request
+// came from the app itself (or, for a read, from the address bar). The Host
+// is compared as given: behind a TLS proxy, pass the original Host through.
+func checkOrigin(r *http.Request) string {
+	read := r.Method == http.MethodGet || r.Method == http.MethodHead
+	switch site := r.Header.Get("Sec-Fetch-Site"); {
+	case site == "", site == "same-origin", site == "none" && read:
+	default:
+		return fmt.Sprintf("request from another site (Sec-Fetch-Site: %s); use the app's own page", site)
+	}
+	if read {
+		return ""
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return "missing Origin header; state-changing requests must come from the app's page (scripts: send Origin: http://" + r.Host + ")"
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return fmt.Sprintf("Origin %q is not a valid origin; use the app's own page", origin)
+	}
+	if !strings.EqualFold(u.Host, r.Host) {
+		return fmt.Sprintf("Origin %q does not match this app (%s); approvals are accepted only from the app's own page", origin, r.Host)
+	}
+	return ""
+}
+
+type loginRequest struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+type meResponse struct {
+	Username  string    `json:"username"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+func (a *app) login(w http.ResponseWriter, r *http.Request) {
+	// A login form on another site must not log the browser into this app
+	// (login CSRF), so login is held to the same origin rule as the rest.
+	if msg := checkOrigin(r); msg != "" {
+		writeError(w, http.StatusForbidden, msg)
+		return
+	}
+	var in loginRequest
+	if code, msg := decodeJSON(w, r, maxLoginBody, &in); code != 0 {
+		writeError(w, code, msg)
+		return
+	}
+	if in.Username == "" || in.Password == "" {
+		writeError(w, http.StatusBadRequest, "give both username and password")
+		return
+	}
+	addr := remoteHost(r)
+	now := a.cfg.Now()
+	if wait := a.logins.wait(addr, in.Username, now); wait > 0 {
+		w.Header().Set("Retry-After", fmt.Sprint(int(wait.Seconds()+1)))
+		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many failed logins; wait %d seconds and try again", int(wait.Seconds()+1)))
+		return
+	}
+
+	ap, err := a.st.Approver(r.Context(), in.Username)
+	known := err == nil
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		a.log.Error("approver lookup failed", "err", err)
+		writeError(w, http.StatusServiceUnavailable, "the coordinator's store did not answer; retry in a moment")
+		return
+	}
+	hash := dummyHash
+	if known {
+		hash = []byte(ap.PasswordHash)
+	}
+	// Compare even for unknown names so that both take a bcrypt's time.
+	match := bcrypt.CompareHashAndPassword(hash, []byte(in.Password)) == nil
+	if !known || !match {
+		a.logins.fail(addr, in.Username, now)
+		if known {
+			a.log.Warn("app login failed: wrong password", "approver", in.Username, "remote", r.RemoteAddr)
+		} else {
+			// The attempted name is not logged: people type passwords into
+			// the username field.
+			a.log.Warn("app login failed: unknown username", "remote", r.RemoteAddr)
+		}
+		writeError(w, http.StatusUnauthorized, "wrong username or password")
+		return
+	}
+
+	// A fresh session on every login; one the browser still held is ended.
+	if c, err := r.Cookie(a.cookieName()); err == nil {
+		if old, ok := sessionHash(c.Value); ok {
+			_ = a.st.DeleteSession(r.Context(), old)
+			a.streams.end(old)
+		}
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		panic(err) // crypto/rand does not fail on supported systems
+	}
+	value := base64.RawURLEncoding.EncodeToString(raw)
+	hashed, _ := sessionHash(value)
+	se := store.Session{Hash: hashed, Approver: ap.Name, CreatedAt: now, ExpiresAt: now.Add(a.cfg.SessionTTL)}
+	if err := a.st.CreateSession(r.Context(), se); err != nil {
+		a.log.Error("recording session failed", "err", err)
+		writeError(w, http.StatusServiceUnavailable, "could not record the session; retry in a moment")
+		return
+	}
+	a.setCookie(w, value, se.ExpiresAt, int(a.cfg.SessionTTL.Seconds()))
+	a.log.Info("app login", "approver", ap.Name, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, meResponse{Username: ap.Name, ExpiresAt: se.ExpiresAt})
+}
+
+func (a *app) logout(w http.ResponseWriter, r *http.Request, se store.Session) {
+	if err := a.st.DeleteSession(r.Context(), se.Hash); err != nil {
+		a.log.Error("ending session failed", "err", err)
+		writeError(w, http.StatusServiceUnavailable, "could not end the session; retry in a moment")
+		return
+	}
+	a.streams.end(se.Hash)
+	a.setCookie(w, "", time.Unix(0, 0), -1)
+	a.log.Info("app logout", "approver", se.Approver, "remote", r.RemoteAddr)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *app) me(w http.ResponseWriter, r *http.Request, se store.Session) {
+	writeJSON(w, http.StatusOK, meResponse{Username: se.Approver, ExpiresAt: se.ExpiresAt})
+}
+
+// Login limits: after a burst of failures, one more try per interval, per
+// remote address (guessing many names from one place) and per username
+// (guessing one name from many places). Only failures are counted, so a
+// person who types the password right is never slowed down by the limit.
+const (
+	loginBurst       = 10
+	loginPerAddrRate = rate.Limit(1.0 / 6)  // a try every 6 s
+	loginPerUserRate = rate.Limit(1.0 / 15) // a try every 15 s
+	maxLimiterKeys   = 10000
+)
+
+type loginLimiter struct {
+	mu     sync.Mutex
+	byAddr map[string]*rate.Limiter
+	byUser map[string]*rate.Limiter
+}
+
+func newLoginLimiter() *loginLimiter {
+	return &loginLimiter{byAddr: map[string]*rate.Limiter{}, byUser: map[string]*rate.Limiter{}}
+}
+
+// wait returns how long the address or the username must wait before its
+// next try, or 0.
+func (l *loginLimiter) wait(addr, user string, now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var d time.Duration
+	for _, lim := range []*rate.Limiter{l.byAddr[addr], l.byUser[strings.ToLower(user)]} {
+		if lim == nil {
+			continue
+		}
+		if t := lim.TokensAt(now); t < 1 {
+			d = max(d, time.Duration((1-t)/float64(lim.Limit())*float64(time.Second)))
+		}
+	}
+	return d
+}
+
+func (l *loginLimiter) fail(addr, user string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	take(l.byAddr, addr, loginPerAddrRate, now)
+	take(l.byUser, strings.ToLower(user), loginPerUserRate, now)
+}
+
+func take(m map[string]*rate.Limiter, key string, r rate.Limit, now time.Time) {
+	lim := m[key]
+	if lim == nil {
+		if len(m) >= maxLimiterKeys {
+			// Forget keys that have refilled, so the map cannot grow without
+			// bound under a spray of names or addresses.
+			for k, v := range m {
+				if v.TokensAt(now) >= loginBurst {
+					delete(m, k)
+				}
+			}
+		}
+		lim = rate.NewLimiter(r, loginBurst)
+		m[key] = lim
+	}
+	lim.AllowN(now, 1)
+}
+
+func remoteHost(r *http.Request) string {
+	h, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return h
+}

@@ -1,0 +1,316 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+
+	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
+
+	"github.com/gridcity/gridcity/coordinator/internal/command"
+)
+
+// findChromium returns Debian's chromium, or skips (fails in CI, which must
+// install it: the app is only tested for real in a real browser).
+func findChromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("CI must install chromium (apt-get install -y chromium) for the browser test")
+	}
+	t.Skip("chromium is not installed (apt-get install -y chromium); skipping the browser test")
+	return ""
+}
+
+// TestBrowser drives the real app in headless Chromium at phone width: log
+// in, see a card appear live, approve it with a note, see it leave, and find
+// its result in the history. Set GRIDCITY_SCREENSHOTS=DIR to keep PNGs of
+// each screen.
+func TestBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test skipped in -short mode")
+	}
+	chromium := findChromium(t)
+	e := newEnv(t, Config{Now: time.Now})
+	// The agent runs what it is sent and reports back a moment later.
+	e.agent.exit = func(rc *gridcityv1.RunCommand) {
+		time.Sleep(100 * time.Millisecond)
+		r, err := e.svc.Get(context.Background(), rc.GetRequestId())
+		if err == nil {
+			finish(e.svc, r.Server, r.ID, "Restarted nginx.service\nnginx is active (running)\n", 0)
+		}
+	}
+	srv := httptest.NewServer(e.h) // 127.0.0.1: loopback only
+	t.Cleanup(srv.Close)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(chromium),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(alloc)
+	defer cancelBrowser()
+
+	// A 360 px wide phone.
+	if err := chromedp.Do(bctx,
+		chromedp.EmulateViewport(360, 780, chromedp.EmulateScale(2), chromedp.EmulateMobile, chromedp.EmulateTouch),
+		chromedp.Navigate("about:blank"),
+	); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	problems := watchConsole(bctx)
+
+	shots := os.Getenv("GRIDCITY_SCREENSHOTS")
+	if shots != "" {
+		if err := os.MkdirAll(shots, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shot := func(name string) {
+		if shots == "" {
+			return
+		}
+		// Let the countdown and transitions settle.
+		time.Sleep(400 * time.Millisecond)
+		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.TextContent(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return s
+	}
+
+	// Log in.
+	do("open the app", chromedp.Navigate(srv.URL), chromedp.WaitVisible(chromedp.CSS("#login-form")))
+	shot("login")
+	do("log in",
+		chromedp.SendKeys(chromedp.CSS("#login-form [name=username]"), testUser),
+		chromedp.SendKeys(chromedp.CSS("#login-form [name=password]"), testPassword),
+		chromedp.Click(chromedp.CSS("#login-form button")),
+		chromedp.WaitVisible(chromedp.CSS("#pending-view")),
+		chromedp.WaitVisible(chromedp.CSS("#empty")),
+	)
+	if who := text("#who"); who != testUser {
+		t.Errorf("logged in as %q; want %q", who, testUser)
+	}
+	waitFor(t, bctx, "the live stream", `document.querySelector('#notice').hidden`)
+
+	// The stream drops (the coordinator restarts, the phone changes
+	// network): the page says so, reconnects by itself, and catches up.
+	srv.CloseClientConnections()
+	waitFor(t, bctx, "the reconnect notice", `!document.querySelector('#notice').hidden && document.querySelector('#notice').textContent.includes('Reconnecting')`)
+	shot("reconnecting")
+
+	// Requests made while the page is open appear without a reload. The
+	// command carries markup, which must show as text.
+	const cmd = `systemctl restart nginx && echo '<img src=x onerror=alert(1)>'`
+	first := e.submit(t, command.Submission{Command: cmd, Reason: "nginx answers 502 since the deploy at 10:02", Risky: true, Client: "claude-code", Token: "laptop"})
+	card := fmt.Sprintf(`#cards article[data-id="%s"]`, first.ID)
+	do("see the card appear", chromedp.WaitVisible(chromedp.CSS(card)))
+	waitFor(t, bctx, "the notice to clear after the reconnect", `document.querySelector('#notice').hidden`)
+	// Now the stream is back; the next requests arrive live.
+	if got := text(card + " .cmd"); got != cmd {
+		t.Errorf("card shows command %q; want %q as text", got, cmd)
+	}
+	if n, _ := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('#cards img').length`)); n != 0 {
+		t.Errorf("the command's markup became %d elements; want text only", n)
+	}
+	if got := text(card + " .badge.risky"); got != "risky" {
+		t.Errorf("risky badge %q", got)
+	}
+	for sel, want := range map[string]string{".server": "web-1", ".reason": first.Reason, ".client dd": "claude-code", ".token dd": "laptop"} {
+		if got := text(card + " " + sel); got != want {
+			t.Errorf("card %s = %q; want %q", sel, got, want)
+		}
+	}
+	if left := text(card + " .left"); !regexp.MustCompile(`^(5:00|4:[345]\d) left$`).MatchString(left) {
+		t.Errorf("time left %q; want about 5:00 left", left)
+	}
+
+	second := e.submit(t, command.Submission{Server: "app-1", Command: "sudo docker login registry.example --password-stdin", Reason: "pull the new image",
+		Input: &command.Input{Prompt: "Registry token", Secret: true}, Client: "cursor", Token: "ci"})
+	card2 := fmt.Sprintf(`#cards article[data-id="%s"]`, second.ID)
+	do("see the second card", chromedp.WaitVisible(chromedp.CSS(card2+" .input")), chromedp.WaitVisible(chromedp.CSS(card2+" .sudo")))
+	if typ, _ := chromedp.Run(bctx, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector('%s .input').type`, card2))); typ != "password" {
+		t.Errorf("secret input field type %q; want password", typ)
+	}
+	if got := text(card2 + " .input-label"); got != "Registry token" {
+		t.Errorf("input label %q; want the prompt", got)
+	}
+	third := e.submit(t, command.Submission{Command: "apt-get upgrade -y", Reason: "security updates"})
+	card3 := fmt.Sprintf(`#cards article[data-id="%s"]`, third.ID)
+	do("see the third card", chromedp.WaitVisible(chromedp.CSS(card3)))
+	waitFor(t, bctx, "the count in the title", `document.title.startsWith('(3)')`)
+	if wide, _ := chromedp.Run(bctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`)); wide {
+		t.Error("the page scrolls sideways at 360 px")
+	}
+	shot("cards")
+	do("dark scheme", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
+		return err
+	}))
+	shot("cards-dark")
+	do("light scheme", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Features: []*emulation.MediaFeature{}})
+		return err
+	}))
+
+	// Someone else denies the third: it leaves this page too.
+	if _, err := e.svc.Deny(ctx, third.ID, "bob", "not during business hours"); err != nil {
+		t.Fatal(err)
+	}
+	do("the card decided elsewhere leaves", chromedp.WaitNotPresent(chromedp.CSS(card3)))
+
+	// Approve the first with a note.
+	do("approve with a note",
+		chromedp.SendKeys(chromedp.CSS(card+" .note"), "ok, watch the error rate"),
+		chromedp.Click(chromedp.CSS(card+" .approve")),
+		chromedp.WaitNotPresent(chromedp.CSS(card)),
+	)
+	// The second needs its input: approving without it is refused on the
+	// card, then typing it sends it to the agent and nowhere else.
+	do("approve without the input", chromedp.Click(chromedp.CSS(card2+" .approve")))
+	waitFor(t, bctx, "the input error", fmt.Sprintf(`document.querySelector('%s .error').textContent.includes('Type the value')`, card2))
+	do("approve with the input",
+		chromedp.SendKeys(chromedp.CSS(card2+" .input"), "tok-9f8e7d"),
+		chromedp.SendKeys(chromedp.CSS(card2+" .sudo"), "sudo-pw"),
+		chromedp.Click(chromedp.CSS(card2+" .approve")),
+		chromedp.WaitNotPresent(chromedp.CSS(card2)),
+		chromedp.WaitVisible(chromedp.CSS("#empty")),
+	)
+	if rc := e.agent.last(); rc.GetRequestId() != second.ID || string(rc.GetStdinSecret()) != "tok-9f8e7d" || string(rc.GetSudoPassword()) != "sudo-pw" {
+		t.Errorf("agent got %v; want the typed input and sudo password", rc)
+	}
+	waitDone(t, e, first.ID)
+	waitDone(t, e, second.ID)
+
+	// The history shows the result.
+	hist := fmt.Sprintf(`#history article[data-id="%s"]`, first.ID)
+	do("open the history", chromedp.Click(chromedp.CSS("#nav-history")), chromedp.WaitVisible(chromedp.CSS(hist)))
+	for sel, want := range map[string]string{
+		".badge.status": "completed", ".cmd": cmd, ".note dd": "ok, watch the error rate", ".exit dd": "0",
+		".duration dd": "1.2 s", ".stdout pre": "Restarted nginx.service\nnginx is active (running)\n",
+	} {
+		if got := text(hist + " " + sel); got != want {
+			t.Errorf("history %s = %q; want %q", sel, got, want)
+		}
+	}
+	if got := text(hist + " .decision dd"); !strings.HasPrefix(got, "approved by alice") {
+		t.Errorf("history decision %q; want approved by alice", got)
+	}
+	if got := text(fmt.Sprintf(`#history article[data-id="%s"] .decision dd`, third.ID)); !strings.HasPrefix(got, "denied by bob") {
+		t.Errorf("history of the third: %q; want denied by bob", got)
+	}
+	if strings.Contains(text("#history"), "tok-9f8e7d") {
+		t.Error("the history shows the typed input")
+	}
+	shot("history")
+
+	// Logging out ends the session and returns to the login form.
+	do("log out", chromedp.Click(chromedp.CSS("#logout")), chromedp.WaitVisible(chromedp.CSS("#login-form")))
+
+	for _, p := range problems() {
+		t.Errorf("browser console: %s", p)
+	}
+}
+
+// waitFor polls a JavaScript condition. chromedp's Poll builds a function
+// from a string, which the app's CSP (rightly) forbids; Evaluate is not
+// subject to it.
+func waitFor(t *testing.T, ctx context.Context, what, cond string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](cond))
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s (%s): %v", what, cond, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func waitDone(t *testing.T, e *testEnv, id string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r, err := e.svc.Get(context.Background(), id)
+		if err == nil && r.Status.Terminal() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("request %s is %s; want it finished", id, r.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// watchConsole collects uncaught exceptions and CSP violations from the
+// page. The 401 of the first /api/me (not logged in yet) is expected.
+func watchConsole(ctx context.Context) func() []string {
+	var mu sync.Mutex
+	var out []string
+	msgs := chromedp.Console(ctx)
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			if m.IsException() || strings.Contains(m.Text, "Content Security Policy") || strings.Contains(m.Text, "Refused to") {
+				mu.Lock()
+				out = append(out, m.String())
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), out...)
+	}
+}

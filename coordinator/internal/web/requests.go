@@ -1,0 +1,227 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gridcity/gridcity/coordinator/internal/command"
+	"github.com/gridcity/gridcity/coordinator/internal/store"
+)
+
+// requestView is a request as the page sees it. It is built field by field
+// from command.Request, so that nothing added to the request later reaches
+// the browser without a decision here; the request never holds the input's
+// value or a sudo password in the first place.
+type requestView struct {
+	ID             string         `json:"id"`
+	Server         string         `json:"server"`
+	Command        string         `json:"command"`
+	Reason         string         `json:"reason"`
+	Client         string         `json:"client"`
+	Token          string         `json:"token"`
+	Risky          bool           `json:"risky"`
+	Input          *command.Input `json:"input"`
+	Sudo           bool           `json:"sudo"`
+	RunAs          string         `json:"runAs"`
+	TimeoutSeconds int            `json:"timeoutSeconds"`
+	CreatedAt      time.Time      `json:"createdAt"`
+	ExpiresAt      time.Time      `json:"expiresAt"`
+
+	Status command.Status `json:"status"`
+	// Decision is approved, denied, expired, or "" while pending.
+	Decision   string         `json:"decision"`
+	DecidedBy  string         `json:"decidedBy"`
+	DecidedAt  *time.Time     `json:"decidedAt"`
+	Note       string         `json:"note"`
+	StartedAt  *time.Time     `json:"startedAt"`
+	FinishedAt *time.Time     `json:"finishedAt"`
+	ExitCode   *int           `json:"exitCode"`
+	Stdout     command.Output `json:"stdout"`
+	Stderr     command.Output `json:"stderr"`
+	DurationMs int64          `json:"durationMs"`
+	Detail     string         `json:"detail"`
+}
+
+func viewOf(r command.Request) requestView {
+	v := requestView{
+		ID: r.ID, Server: r.Server, Command: r.Command, Reason: r.Reason,
+		Client: r.Client, Token: r.Token, Risky: r.Risky, Sudo: r.Sudo, RunAs: r.RunAs,
+		TimeoutSeconds: r.TimeoutSeconds, CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
+		Status: r.Status, DecidedBy: r.DecidedBy, DecidedAt: timePtr(r.DecidedAt), Note: r.Note,
+		StartedAt: timePtr(r.StartedAt), FinishedAt: timePtr(r.FinishedAt),
+		ExitCode: r.ExitCode, Stdout: r.Stdout, Stderr: r.Stderr, DurationMs: r.DurationMs, Detail: r.Detail,
+	}
+	if r.Input != nil {
+		in := *r.Input
+		v.Input = &in
+	}
+	switch {
+	case r.Status == command.StatusPending:
+	case r.Status == command.StatusDenied && r.DecidedBy == "":
+		v.Decision = "expired"
+	case r.Status == command.StatusDenied:
+		v.Decision = "denied"
+	case !r.DecidedAt.IsZero():
+		v.Decision = "approved"
+	}
+	return v
+}
+
+func viewsOf(rs []command.Request) []requestView {
+	out := make([]requestView, 0, len(rs)) // [] rather than null for an empty list
+	for _, r := range rs {
+		out = append(out, viewOf(r))
+	}
+	return out
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// listRequests serves ?status=pending (the default: the cards) and
+// ?status=all (the history).
+func (a *app) listRequests(w http.ResponseWriter, r *http.Request, se store.Session) {
+	switch s := r.URL.Query().Get("status"); s {
+	case "", "pending":
+		rs, err := a.svc.Pending(r.Context())
+		if err != nil {
+			a.serviceError(w, "listing pending requests", err)
+			return
+		}
+		for _, req := range rs {
+			a.svc.MarkShown(r.Context(), req.ID, se.Approver)
+		}
+		writeJSON(w, http.StatusOK, viewsOf(rs))
+	case "all":
+		a.history(w, r, se)
+	default:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("status=%q is not known; use status=pending or status=all", s))
+	}
+}
+
+func (a *app) history(w http.ResponseWriter, r *http.Request, _ store.Session) {
+	limit, err := queryInt(r, "limit", defaultHistory, maxHistory)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	rs, err := a.svc.History(r.Context(), limit)
+	if err != nil {
+		a.serviceError(w, "listing the history", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, viewsOf(rs))
+}
+
+func (a *app) getRequest(w http.ResponseWriter, r *http.Request, _ store.Session) {
+	req, err := a.svc.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		a.decisionError(w, r.PathValue("id"), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, viewOf(req))
+}
+
+type approveRequest struct {
+	Note string `json:"note"`
+	// Input is the value of the request's declared input, for its stdin.
+	Input *string `json:"input"`
+	// SudoPassword is for sudo on the server, given through askpass.
+	SudoPassword *string `json:"sudoPassword"`
+}
+
+// String keeps the input and the sudo password out of any log or error
+// message that formats the request.
+func (approveRequest) String() string { return "approveRequest{redacted}" }
+
+func (a *app) approve(w http.ResponseWriter, r *http.Request, se store.Session) {
+	id := r.PathValue("id")
+	var in approveRequest
+	if code, msg := decodeJSON(w, r, maxApproveBody, &in); code != 0 {
+		writeError(w, code, msg)
+		return
+	}
+	if msg := checkNote(in.Note); msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
+		return
+	}
+	ap := command.Approval{Note: in.Note}
+	// An empty field on the card means "not given": the service then asks
+	// for a declared input with ErrInputRequired, and runs sudo without a
+	// password (it may be configured NOPASSWD).
+	if in.Input != nil && *in.Input != "" {
+		ap.Input = []byte(*in.Input)
+	}
+	if in.SudoPassword != nil && *in.SudoPassword != "" {
+		ap.SudoPassword = []byte(*in.SudoPassword)
+	}
+	req, err := a.svc.Approve(r.Context(), id, se.Approver, ap)
+	if err != nil {
+		a.decisionError(w, id, err)
+		return
+	}
+	a.log.Info("request approved in the app", "request", id, "approver", se.Approver)
+	writeJSON(w, http.StatusOK, viewOf(req))
+}
+
+type denyRequest struct {
+	Note string `json:"note"`
+}
+
+func (a *app) deny(w http.ResponseWriter, r *http.Request, se store.Session) {
+	id := r.PathValue("id")
+	var in denyRequest
+	if code, msg := decodeJSON(w, r, maxDenyBody, &in); code != 0 {
+		writeError(w, code, msg)
+		return
+	}
+	if msg := checkNote(in.Note); msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
+		return
+	}
+	req, err := a.svc.Deny(r.Context(), id, se.Approver, in.Note)
+	if err != nil {
+		a.decisionError(w, id, err)
+		return
+	}
+	a.log.Info("request denied in the app", "request", id, "approver", se.Approver)
+	writeJSON(w, http.StatusOK, viewOf(req))
+}
+
+func checkNote(note string) string {
+	if n := utf8.RuneCountInString(note); n > maxNoteRunes {
+		return fmt.Sprintf("the note has %d characters; keep it under %d", n, maxNoteRunes)
+	}
+	return ""
+}
+
+// decisionError maps the service's errors to statuses the page acts on:
+// 404 gone, 409 someone else decided first, 422 type the input.
+func (a *app) decisionError(w http.ResponseWriter, id string, err error) {
+	switch {
+	case errors.Is(err, command.ErrNotFound):
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no request %q; it may have been removed, reload the list", id))
+	case errors.Is(err, command.ErrDecided):
+		// The service says what became of it ("… it is denied").
+		writeError(w, http.StatusConflict, err.Error()+"; someone else decided first, or it expired: see the history")
+	case errors.Is(err, command.ErrInputRequired):
+		writeError(w, http.StatusUnprocessableEntity, command.ErrInputRequired.Error())
+	default:
+		// The approval may have been recorded and the dispatch failed; the
+		// service then marked the request failed with the reason, which the
+		// history shows.
+		a.serviceError(w, "deciding request "+id, err)
+	}
+}
+
+func (a *app) serviceError(w http.ResponseWriter, what string, err error) {
+	a.log.Error("app: "+what+" failed", "err", err)
+	writeError(w, http.StatusInternalServerError, what+" failed: "+err.Error())
+}
