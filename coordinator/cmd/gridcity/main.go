@@ -29,6 +29,7 @@ Usage:
   gridcity mcp      [--data DIR] [--json]
   gridcity token    create NAME [--scope read|operate] [--json] | list [--json] | revoke NAME
   gridcity agents   list [--json] | revoke NAME
+  gridcity approver add NAME | reset NAME | list             # prints a generated password once
   gridcity audit    [--data DIR] [--json] [--request ID]
   gridcity version
 
@@ -66,6 +67,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdAgents(ctx, rest, stdout, stderr)
 	case "audit":
 		return cmdAudit(ctx, rest, stdout, stderr)
+	case "approver":
+		return cmdApprover(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "gridcity", version)
 		return nil

@@ -21,6 +21,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
 	"github.com/gridcity/gridcity/coordinator/internal/pki"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
+	"github.com/gridcity/gridcity/coordinator/internal/web"
 )
 
 // runtimeInfo is written to DATA/coordinator.json at start so that the CLI
@@ -107,6 +108,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := writeJSONFile(filepath.Join(*data, "coordinator.json"), info, 0o644); err != nil {
 		return err
 	}
+	if err := ensureAdmin(ctx, st, *data, stdout, logger); err != nil {
+		return err
+	}
 	if _, created, err := ensureLocalToken(ctx, st, *data); err != nil {
 		return err
 	} else if created {
@@ -124,6 +128,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	mux := http.NewServeMux()
 	deps := mcpserver.Deps{Fleet: fl, Store: st, Commands: cmds, AppURL: appURL, Logger: logger}
 	mux.Handle("/mcp", mcpserver.Handler(deps, mcpserver.DefaultGuardConfig()))
+	// Behind a TLS proxy (--public-http) the browser sees https too.
+	mux.Handle("/", web.New(web.Config{Secure: info.TLS || *publicHTTP}, cmds, st, logger))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{"status": "ok", "version": version, "agentsConnected": len(api.Connected())})
@@ -140,7 +146,12 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(w, "# HELP gridcity_servers Servers known to the coordinator, by status.\n# TYPE gridcity_servers gauge\n")
 		fmt.Fprintf(w, "gridcity_servers{status=\"online\"} %d\ngridcity_servers{status=\"offline\"} %d\n", online, len(servers)-online)
 	})
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	// Requests live in a context that ends at shutdown, so that open
+	// event streams of the app do not hold the shutdown up.
+	baseCtx, endRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer endRequests()
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		BaseContext: func(net.Listener) context.Context { return baseCtx }}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -172,6 +183,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	logger.Info("coordinator stopping")
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
+	endRequests()
 	hs.Shutdown(sctx)
 	api.Shutdown()
 	stopped := make(chan struct{})
