@@ -85,6 +85,7 @@ http_get /healthz 2>/dev/null | grep -q '"agentsConnected":[1-9]' || die "the ag
 "$GC" mcp --data "$DATA"
 cat <<TXT
 
+App:           http://$HTTP/   (approve commands here: user admin, password in $DATA/admin-password)
 Server:        $NAME (this machine) is online; ask your AI client for list_servers.
 Logs:          $RUN/coordinator.log, $RUN/agent.log
 Data:          $DATA (delete $RUN to start from scratch)
