@@ -36,10 +36,14 @@ func TestTypeScriptClient(t *testing.T) {
 	var read struct{ Token string }
 	json.Unmarshal([]byte(readOut), &read)
 
-	for _, tc := range []struct{ name, token string }{{"operate", tok}, {"read", read.Token}} {
+	// A read token sees no command tools; an operate token sees them all.
+	for _, tc := range []struct{ name, token, tools string }{
+		{"operate", tok, "list_servers,run_command,wait_for_command"},
+		{"read", read.Token, "list_servers"},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command("node", "tsclient/client.mjs", "--endpoint", "http://"+c.http+"/mcp", "--token", tc.token,
-				"--client-name", "ts-sdk-"+tc.name, "--expect-server", "ts-web-1", "--expect-tools", "list_servers")
+				"--client-name", "ts-sdk-"+tc.name, "--expect-server", "ts-web-1", "--expect-tools", tc.tools)
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
 			out, err := cmd.Output()
