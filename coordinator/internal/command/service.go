@@ -413,13 +413,20 @@ func (s *Service) finishUnknown(ctx context.Context, r Request, detail string) {
 }
 
 // Wait returns the request once it is terminal or d has passed. progress,
-// when set, is called every few seconds while waiting.
+// when set, is called when the wait begins and every few seconds after.
 func (s *Service) Wait(ctx context.Context, id string, d time.Duration, progress func(Request)) (Request, error) {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
+	first := progress != nil
 	for {
+		if first {
+			if r, err := s.Get(ctx, id); err == nil && !r.Status.Terminal() {
+				progress(r)
+			}
+			first = false
+		}
 		ch := s.waiter(id)
 		r, err := s.Get(ctx, id)
 		if err != nil || r.Status.Terminal() {

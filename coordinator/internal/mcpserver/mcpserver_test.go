@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -368,5 +369,35 @@ func TestReadTokenCannotRunCommands(t *testing.T) {
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run_command", Arguments: map[string]any{"server": "x", "command": "id", "reason": "r", "timeout_seconds": 1}})
 	if err == nil && !res.IsError {
 		t.Fatal("read token ran run_command")
+	}
+}
+
+func TestRunCommandSendsProgress(t *testing.T) {
+	e := newEnv(t, DefaultGuardConfig())
+	e.fleet.Connect(&gridcityv1.Hello{Name: "web-1", CommandsEnabled: true, RunAs: "root"})
+	var mu sync.Mutex
+	var got []string
+	hc := &http.Client{Transport: headerTransport{http.DefaultTransport, map[string]string{"Authorization": "Bearer " + e.token}}}
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			got = append(got, req.Params.Message)
+			mu.Unlock()
+		},
+	})
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: e.srv.URL + "/mcp", HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	params := &mcp.CallToolParams{Name: "run_command", Arguments: map[string]any{"server": "web-1", "command": "uptime", "reason": "look", "timeout_seconds": 10}}
+	params.SetProgressToken("p1")
+	if _, err := cs.CallTool(context.Background(), params); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) == 0 || !strings.Contains(got[0], "approve it in the gridcity app") {
+		t.Fatalf("progress notifications %q; want one saying it waits for approval", got)
 	}
 }
