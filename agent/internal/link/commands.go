@@ -40,6 +40,13 @@ func NewCommands(j *journal.Journal, runAs, askpass string, logger *slog.Logger)
 // them: their end is journaled and reported on whichever stream is up.
 func (c *Commands) Run(ctx context.Context, m *gridcityv1.RunCommand) {
 	id := m.GetRequestId()
+	if m.GetRunAs() != c.runAs {
+		// The approver saw another user on the card (this agent's config
+		// changed since): run nothing they did not approve.
+		c.send(&gridcityv1.CommandEvent{RequestId: id, Kind: gridcityv1.CommandEvent_KIND_REFUSED,
+			Reason: "approved to run as " + m.GetRunAs() + ", but this agent runs commands as " + c.runAs}, true)
+		return
+	}
 	if err := c.journal.Accept(id); err != nil {
 		reason := err.Error()
 		if errors.Is(err, journal.ErrSeen) {

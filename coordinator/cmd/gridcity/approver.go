@@ -98,7 +98,17 @@ func ensureAdmin(ctx context.Context, st store.Store, data string, stdout io.Wri
 	if err := os.WriteFile(path, []byte(pw+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	fmt.Fprintf(stdout, "First start: the approver \"admin\" logs in to the app with password %s (also in %s). Add people with `gridcity approver add NAME`.\n", pw, path)
+	// Printed only to a person at a terminal: under systemd, stdout is the
+	// journal, which others may read; the file is readable by the service
+	// user alone.
+	if f, ok := stdout.(*os.File); ok && isTerminal(f) {
+		fmt.Fprintf(stdout, "First start: the approver \"admin\" logs in to the app with password %s (also in %s). Add people with `gridcity approver add NAME`.\n", pw, path)
+	}
 	logger.Info("created the approver admin; its password is in the admin-password file", "file", path)
 	return nil
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

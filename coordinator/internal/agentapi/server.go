@@ -80,10 +80,11 @@ type Server struct {
 
 // Commands receives what agents report about commands (the command service).
 type Commands interface {
-	HandleEvent(ctx context.Context, server string, ev *gridcityv1.CommandEvent)
+	// HandleEvent records an event; an error means it was not recorded.
+	HandleEvent(ctx context.Context, server string, ev *gridcityv1.CommandEvent) error
 	// Reconnected settles commands from an agent's journal and returns the
 	// request ids it may forget.
-	Reconnected(ctx context.Context, server string, journal []*gridcityv1.CommandEvent) []string
+	Reconnected(ctx context.Context, server string, helloAt time.Time, journal []*gridcityv1.CommandEvent) []string
 }
 
 // SetCommands connects the command service; until then command events are
@@ -184,6 +185,14 @@ func (s *Server) Connect(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage
 	if err != nil {
 		return err
 	}
+	helloAt := s.now()
+	// Settle what the agent reports of earlier commands before this stream
+	// can carry a new one, so that a command dispatched now is never
+	// judged by a journal written before it.
+	var forget []string
+	if c := s.commandSink(); c != nil {
+		forget = c.Reconnected(ctx, name, helloAt, hello.GetJournal())
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	id := s.fleet.Connect(hello)
@@ -212,13 +221,9 @@ func (s *Server) Connect(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage
 	if err := stream.Send(&gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_Settings{Settings: s.cfg.Settings}}); err != nil {
 		return err
 	}
-	// Settle what the agent reports of earlier commands before anything
-	// new can be dispatched on this stream.
-	if c := s.commandSink(); c != nil {
-		if forget := c.Reconnected(ctx, name, hello.GetJournal()); len(forget) > 0 {
-			if err := stream.Send(&gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_JournalAck{JournalAck: &gridcityv1.JournalAck{Forget: forget}}}); err != nil {
-				return err
-			}
+	if len(forget) > 0 {
+		if err := stream.Send(&gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_JournalAck{JournalAck: &gridcityv1.JournalAck{Forget: forget}}}); err != nil {
+			return err
 		}
 	}
 	in := make(chan *gridcityv1.AgentMessage)
@@ -293,7 +298,12 @@ func (s *Server) handle(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage,
 		if c == nil {
 			return nil
 		}
-		c.HandleEvent(stream.Context(), name, b.CommandEvent)
+		if err := c.HandleEvent(stream.Context(), name, b.CommandEvent); err != nil {
+			// Not recorded, so not acknowledged: the agent's journal keeps
+			// it and reports it after the next reconnect.
+			s.logger.Error("command event not recorded", "server", name, "request", b.CommandEvent.GetRequestId(), "err", err)
+			return nil
+		}
 		// An ended command is recorded now; the agent may forget it.
 		switch b.CommandEvent.GetKind() {
 		case gridcityv1.CommandEvent_KIND_EXITED, gridcityv1.CommandEvent_KIND_UNKNOWN, gridcityv1.CommandEvent_KIND_REFUSED:

@@ -62,17 +62,24 @@ type outputs struct {
 	stdout, stderr stream
 }
 
-// HandleEvent applies a command event from the agent on server.
-func (s *Service) HandleEvent(ctx context.Context, server string, ev *gridcityv1.CommandEvent) {
+// HandleEvent applies a command event from the agent on server. An error
+// means the step could not be recorded: the agent must keep it and report
+// it again, so it is not acknowledged.
+func (s *Service) HandleEvent(ctx context.Context, server string, ev *gridcityv1.CommandEvent) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, err := s.Get(ctx, ev.GetRequestId())
 	if err != nil || r.Server != server {
 		s.logger.Warn("command event for a request this coordinator does not know on that server", "server", server, "request", ev.GetRequestId(), "kind", ev.GetKind().String())
-		return
+		return nil
 	}
-	if r.Status.Terminal() {
-		return // already ended (a late event after a reconnect, say)
+	if r.Status != StatusDispatched && r.Status != StatusRunning {
+		// Only what was sent can be reported on; anything else is a late
+		// event (after a reconnect) or an agent speaking out of turn.
+		if !r.Status.Terminal() {
+			s.logger.Warn("command event for a request that was not dispatched; ignored", "server", server, "request", r.ID, "status", r.Status, "kind", ev.GetKind().String())
+		}
+		return nil
 	}
 	out := s.outputs[r.ID]
 	if out == nil {
@@ -82,16 +89,18 @@ func (s *Service) HandleEvent(ctx context.Context, server string, ev *gridcityv1
 	actor := "agent:" + server
 	switch ev.GetKind() {
 	case gridcityv1.CommandEvent_KIND_ACCEPTED:
-		if err := s.audit(ctx, r.ID, "accepted", actor, nil); err != nil {
-			s.logger.Error("audit accepted", "request", r.ID, "err", err)
-		}
+		return s.audit(ctx, r.ID, "accepted", actor, nil)
 	case gridcityv1.CommandEvent_KIND_STARTED:
-		r.Status, r.StartedAt = StatusRunning, atOr(ev.GetAtUnixMs(), s.cfg.Now())
+		if r.Status == StatusRunning {
+			return nil // reported again after a reconnect
+		}
+		// The coordinator's clock, not the agent's, times the sweep.
+		r.Status, r.StartedAt = StatusRunning, s.cfg.Now().UTC()
 		if err := s.audit(ctx, r.ID, "started", actor, nil); err != nil {
-			s.logger.Error("audit started", "request", r.ID, "err", err)
+			return err
 		}
 		if err := s.save(ctx, r); err != nil {
-			s.logger.Error("save started request", "request", r.ID, "err", err)
+			return err
 		}
 		s.publish(EventUpdated, r)
 	case gridcityv1.CommandEvent_KIND_OUTPUT:
@@ -107,17 +116,22 @@ func (s *Service) HandleEvent(ctx context.Context, server string, ev *gridcityv1
 			out.stdout.add(0, ev.GetStdoutKept())
 			out.stderr.add(0, ev.GetStderrKept())
 		}
-		s.finish(ctx, r, ev, out)
+		return s.finish(ctx, r, ev, out)
 	case gridcityv1.CommandEvent_KIND_REFUSED:
+		if r.Status == StatusRunning {
+			// A refusal of a repeat cannot undo the run in progress.
+			s.logger.Warn("agent refused a request it is running; ignored", "server", server, "request", r.ID, "reason", ev.GetReason())
+			return nil
+		}
 		delete(s.outputs, r.ID)
 		s.fail(ctx, r, "the agent refused it: "+ev.GetReason())
 	case gridcityv1.CommandEvent_KIND_UNKNOWN:
 		s.finishUnknown(ctx, r, ev.GetReason())
 	}
+	return nil
 }
 
-func (s *Service) finish(ctx context.Context, r Request, ev *gridcityv1.CommandEvent, out *outputs) {
-	delete(s.outputs, r.ID)
+func (s *Service) finish(ctx context.Context, r Request, ev *gridcityv1.CommandEvent, out *outputs) error {
 	code := int(ev.GetExitCode())
 	r.ExitCode = &code
 	r.FinishedAt = atOr(ev.GetAtUnixMs(), s.cfg.Now())
@@ -136,26 +150,35 @@ func (s *Service) finish(ctx context.Context, r Request, ev *gridcityv1.CommandE
 		"status": r.Status, "exitCode": code, "durationMs": r.DurationMs, "detail": r.Detail,
 		"stdout": out.stdout.kept(ev.GetStdoutTotal()), "stderr": out.stderr.kept(ev.GetStderrTotal()),
 	}); err != nil {
-		s.logger.Error("audit finished", "request", r.ID, "err", err)
+		return err // not acknowledged: the agent reports it again from its journal
 	}
 	if err := s.save(ctx, r); err != nil {
-		s.logger.Error("save finished request", "request", r.ID, "err", err)
+		return err
 	}
+	delete(s.outputs, r.ID)
 	s.publish(EventFinished, r)
+	return nil
 }
 
 // Reconnected settles the commands dispatched to server with what its
 // agent reports after a (re)connect, and returns the request ids the agent
 // may forget. A dispatched command the agent does not know never reached
 // it: it failed, and is not sent again.
-func (s *Service) Reconnected(ctx context.Context, server string, journal []*gridcityv1.CommandEvent) []string {
+//
+// helloAt is when the agent's hello arrived: a command dispatched after
+// that went to the new stream (or the dying old one) and is not judged by
+// this journal.
+func (s *Service) Reconnected(ctx context.Context, server string, helloAt time.Time, journal []*gridcityv1.CommandEvent) []string {
 	reported := map[string]bool{}
 	var forget []string
 	for _, ev := range journal {
 		reported[ev.GetRequestId()] = true
 		switch ev.GetKind() {
 		case gridcityv1.CommandEvent_KIND_EXITED, gridcityv1.CommandEvent_KIND_UNKNOWN, gridcityv1.CommandEvent_KIND_REFUSED:
-			s.HandleEvent(ctx, server, ev)
+			if err := s.HandleEvent(ctx, server, ev); err != nil {
+				s.logger.Error("record a command's end from the agent's journal; it will be reported again", "request", ev.GetRequestId(), "err", err)
+				continue
+			}
 			if r, err := s.Get(ctx, ev.GetRequestId()); err != nil || r.Status.Terminal() {
 				forget = append(forget, ev.GetRequestId())
 			}
@@ -169,7 +192,7 @@ func (s *Service) Reconnected(ctx context.Context, server string, journal []*gri
 		return forget
 	}
 	for _, r := range rs {
-		if r.Server != server || reported[r.ID] {
+		if r.Server != server || reported[r.ID] || !r.DispatchedAt.Before(helloAt) {
 			continue
 		}
 		if r.Status == StatusRunning {

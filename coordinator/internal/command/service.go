@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
@@ -105,6 +106,11 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (Request, error) {
 	}
 	info := s.servers.ServerInfo(sub.Server)
 	now := s.cfg.Now().UTC()
+	if n, err := s.pendingFor(ctx, sub.Token); err != nil {
+		return Request{}, err
+	} else if n >= MaxPendingPerToken {
+		return Request{}, fmt.Errorf("%d requests of this token are already waiting for a person: wait for them (wait_for_command) before asking for more", n)
+	}
 	r := Request{
 		ID: newID(), Server: sub.Server, Command: sub.Command, Reason: sub.Reason, TimeoutSeconds: sub.TimeoutSeconds,
 		Input: sub.Input, Risky: sub.Risky, Client: sub.Client, Token: sub.Token, RunAs: info.RunAs,
@@ -154,7 +160,43 @@ func (s *Service) validate(sub Submission) error {
 	if sub.Input != nil && (strings.TrimSpace(sub.Input.Prompt) == "" || len(sub.Input.Prompt) > maxPrompt) {
 		return fmt.Errorf("input.prompt must say what to type (1 to %d bytes)", maxPrompt)
 	}
+	fields := map[string]string{"command": sub.Command, "reason": sub.Reason}
+	if sub.Input != nil {
+		fields["input.prompt"] = sub.Input.Prompt
+	}
+	for name, v := range fields {
+		if r, at, ok := hidden(v); ok {
+			return fmt.Errorf("%s holds an invisible or control character (U+%04X at byte %d), which would make the approval card show something other than what runs; remove it", name, r, at)
+		}
+	}
 	return nil
+}
+
+// hidden finds a character a person cannot see on the card but a shell
+// acts on: controls other than newline and tab, and format characters such
+// as the bidirectional overrides that reorder what is displayed.
+func hidden(s string) (rune, int, bool) {
+	for i, r := range s {
+		if (unicode.Is(unicode.Cc, r) && r != '\n' && r != '\t') || unicode.Is(unicode.Cf, r) {
+			return r, i, true
+		}
+	}
+	return 0, 0, false
+}
+
+// MaxPendingPerToken bounds the cards one token can have open, so that no
+// client can bury a request among many.
+const MaxPendingPerToken = 20
+
+func (s *Service) pendingFor(ctx context.Context, token string) (int, error) {
+	rs, err := s.list(ctx, 10000, string(StatusPending))
+	n := 0
+	for _, r := range rs {
+		if r.Token == token && s.cfg.Now().Before(r.ExpiresAt) {
+			n++
+		}
+	}
+	return n, err
 }
 
 func newID() string {
@@ -279,24 +321,28 @@ func (s *Service) dispatch(ctx context.Context, r Request, a Approval) (Request,
 		return r, fmt.Errorf("not dispatched: %w", err)
 	}
 	info := s.servers.ServerInfo(r.Server)
-	var sendErr error
-	if !info.Online {
-		sendErr = fmt.Errorf("server %q went offline before dispatch", r.Server)
-	} else {
-		sendErr = s.out.Send(r.Server, &gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_RunCommand{RunCommand: &gridcityv1.RunCommand{
-			RequestId: r.ID, Command: r.Command, TimeoutSeconds: uint32(r.TimeoutSeconds),
-			StdinSecret: a.Input, SudoPassword: a.SudoPassword,
-		}}})
+	switch {
+	case !info.Online:
+		return s.fail(ctx, r, fmt.Sprintf("not dispatched: server %q went offline before dispatch", r.Server)), nil
+	case info.RunAs != r.RunAs:
+		return s.fail(ctx, r, fmt.Sprintf("not dispatched: the agent on %s now runs commands as %q, not %q as the card said; ask again", r.Server, info.RunAs, r.RunAs)), nil
 	}
-	if sendErr != nil {
-		r = s.fail(ctx, r, "not dispatched: "+sendErr.Error())
-		return r, nil
-	}
+	// Recorded as dispatched before it is sent: after a crash in between,
+	// the agent's journal (which lacks it) settles it as never received,
+	// rather than a record saying it never ran when it did.
 	r.Status, r.DispatchedAt = StatusDispatched, s.cfg.Now().UTC()
-	s.outputs[r.ID] = &outputs{}
 	if err := s.save(ctx, r); err != nil {
-		s.logger.Error("save dispatched request", "request", r.ID, "err", err)
+		r.Status, r.DispatchedAt = StatusApproved, time.Time{}
+		return s.fail(ctx, r, "not dispatched: the request could not be saved ("+err.Error()+")"), nil
 	}
+	err := s.out.Send(r.Server, &gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_RunCommand{RunCommand: &gridcityv1.RunCommand{
+		RequestId: r.ID, Command: r.Command, TimeoutSeconds: uint32(r.TimeoutSeconds), RunAs: r.RunAs,
+		StdinSecret: a.Input, SudoPassword: a.SudoPassword,
+	}}})
+	if err != nil {
+		return s.fail(ctx, r, "not dispatched: "+err.Error()), nil
+	}
+	s.outputs[r.ID] = &outputs{}
 	s.publish(EventUpdated, r)
 	return r, nil
 }
@@ -367,12 +413,11 @@ func (s *Service) Sweep(ctx context.Context) {
 				}
 			}
 		case StatusApproved:
-			// Approved but never dispatched: the coordinator stopped in
-			// between. The input and sudo password are gone with it, and a
-			// late dispatch would surprise the approver; ask again instead.
-			if _, live := s.outputs[r.ID]; !live {
-				s.fail(ctx, r, "the coordinator restarted between approval and dispatch; nothing ran; ask again")
-			}
+			// Approved but never recorded as dispatched: the coordinator
+			// stopped before sending it (dispatch is saved before the send).
+			// The input and sudo password are gone with it, and a late
+			// dispatch would surprise the approver; ask again instead.
+			s.fail(ctx, r, "the coordinator restarted between approval and dispatch; it was never sent, so nothing ran; ask again")
 		case StatusDispatched, StatusRunning:
 			since := r.DispatchedAt
 			if !r.StartedAt.IsZero() {

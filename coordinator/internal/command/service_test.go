@@ -350,7 +350,7 @@ func TestReconnectSettlesFromJournal(t *testing.T) {
 		}
 	}
 	e.svc.HandleEvent(ctx, "web-1", &gridcityv1.CommandEvent{RequestId: running.ID, Kind: gridcityv1.CommandEvent_KIND_STARTED})
-	forget := e.svc.Reconnected(ctx, "web-1", []*gridcityv1.CommandEvent{
+	forget := e.svc.Reconnected(ctx, "web-1", e.clock.now().Add(time.Second), []*gridcityv1.CommandEvent{
 		{RequestId: ran.ID, Kind: gridcityv1.CommandEvent_KIND_EXITED, ExitCode: 0, StdoutTotal: 3, StdoutKept: []byte("ok\n")},
 		{RequestId: running.ID, Kind: gridcityv1.CommandEvent_KIND_STARTED},
 	})
@@ -438,5 +438,69 @@ func TestOutputTrimming(t *testing.T) {
 	small.add(0, []byte("hello"))
 	if out := small.result(5); out.Text != "hello" || out.Omitted != 0 {
 		t.Fatalf("got %+v", out)
+	}
+}
+
+func TestReviewFindings(t *testing.T) {
+	e := newEnv(t, "")
+	ctx := context.Background()
+	// A bidirectional override would make the card lie about what runs.
+	_, err := e.svc.Submit(ctx, Submission{Server: "web-1", Command: "ls -la /var/log \u2067; touch /tmp/x #\u2069", Reason: "r", TimeoutSeconds: 5, Token: "t"})
+	if err == nil || !strings.Contains(err.Error(), "U+2067") {
+		t.Fatalf("bidi override: got %v", err)
+	}
+	if _, err := e.svc.Submit(ctx, Submission{Server: "web-1", Command: "echo a\rb", Reason: "r", TimeoutSeconds: 5, Token: "t"}); err == nil {
+		t.Fatal("carriage return accepted")
+	}
+	if _, err := e.svc.Submit(ctx, Submission{Server: "web-1", Command: "printf 'a\\tb\\n'\necho ok\t", Reason: "two\nlines", TimeoutSeconds: 5, Token: "t"}); err != nil {
+		t.Fatalf("newlines and tabs refused: %v", err)
+	}
+
+	// An agent cannot report on a request that was never dispatched.
+	r := e.submit(t, Submission{})
+	e.svc.HandleEvent(ctx, "web-1", &gridcityv1.CommandEvent{RequestId: r.ID, Kind: gridcityv1.CommandEvent_KIND_EXITED, StdoutKept: []byte("forged")})
+	if got, _ := e.svc.Get(ctx, r.ID); got.Status != StatusPending {
+		t.Fatalf("agent ended a pending request: %s", got.Status)
+	}
+
+	// A failed "finished" audit row is an error, so the agent is not told to forget.
+	e.svc.Approve(ctx, r.ID, "alice", Approval{})
+	e.st.fail["finished"] = true
+	if err := e.svc.HandleEvent(ctx, "web-1", &gridcityv1.CommandEvent{RequestId: r.ID, Kind: gridcityv1.CommandEvent_KIND_EXITED}); err == nil {
+		t.Fatal("finished without its audit row and no error")
+	}
+	e.st.fail["finished"] = false
+	if err := e.svc.HandleEvent(ctx, "web-1", &gridcityv1.CommandEvent{RequestId: r.ID, Kind: gridcityv1.CommandEvent_KIND_EXITED}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.steps(t, r.ID); got != "requested,approved,dispatched,finished" {
+		t.Fatalf("steps %s", got)
+	}
+
+	// The run-as user the card showed is pinned: if the agent changed, nothing is sent.
+	r2 := e.submit(t, Submission{Server: "app-1", Command: "id"})
+	servers["app-1"] = ServerInfo{Known: true, Online: true, CommandsEnabled: true, RunAs: "root"}
+	defer func() { servers["app-1"] = ServerInfo{Known: true, Online: true, CommandsEnabled: true, RunAs: "deploy"} }()
+	sent := e.out.count()
+	got, _ := e.svc.Approve(ctx, r2.ID, "alice", Approval{})
+	if got.Status != StatusFailed || !strings.Contains(got.Detail, `now runs commands as "root", not "deploy"`) || e.out.count() != sent {
+		t.Fatalf("run-as changed: %+v", got)
+	}
+	if e.out.sent[len(e.out.sent)-1].RunAs != "root" {
+		t.Fatal("RunCommand does not carry the run-as user")
+	}
+}
+
+func TestPendingCapPerToken(t *testing.T) {
+	e := newEnv(t, "")
+	for range MaxPendingPerToken {
+		e.submit(t, Submission{})
+	}
+	_, err := e.svc.Submit(context.Background(), Submission{Server: "web-1", Command: "id", Reason: "r", TimeoutSeconds: 5, Token: "laptop"})
+	if err == nil || !strings.Contains(err.Error(), "already waiting for a person") {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := e.svc.Submit(context.Background(), Submission{Server: "web-1", Command: "id", Reason: "r", TimeoutSeconds: 5, Token: "other"}); err != nil {
+		t.Fatalf("another token was capped too: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -144,7 +145,9 @@ func Guard(next http.Handler, st store.Store, cfg GuardConfig, logger *slog.Logg
 			logger.Error("token lookup failed", "err", err)
 			return nil, errors.New("token lookup failed")
 		}
-		return &auth.TokenInfo{UserID: "token:" + t.Name, Scopes: []string{string(t.Scope)}, Extra: map[string]any{"name": t.Name}}, nil
+		// The session is bound to this token, not only its name: a name
+		// reused with another scope after a revocation starts anew.
+		return &auth.TokenInfo{UserID: "token:" + t.Name + ":" + hex.EncodeToString(t.Hash[:8]), Scopes: []string{string(t.Scope)}, Extra: map[string]any{"name": t.Name}}, nil
 	}
 	authed := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gridcity/gridcity/coordinator/internal/command"
+	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
 // RunCommandInput is run_command's input; the names are the contract's.
@@ -71,6 +72,9 @@ func addRunCommand(s *mcp.Server, d Deps) {
 		OutputSchema: outputSchema[CommandResult](),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in RunCommandInput) (*mcp.CallToolResult, CommandResult, error) {
 		caller := callerOf(req)
+		if caller.Scope != store.ScopeOperate {
+			return nil, CommandResult{}, errors.New("this token has the read scope: it cannot run commands")
+		}
 		sub := command.Submission{Server: in.Server, Command: in.Command, Reason: in.Reason, TimeoutSeconds: in.TimeoutSeconds,
 			Risky: in.Risky, Client: caller.Client, Token: caller.Token}
 		if in.Input != nil {
@@ -98,6 +102,9 @@ func addWaitForCommand(s *mcp.Server, d Deps) {
 		Annotations:  readOnly("Wait for a command's result"),
 		OutputSchema: outputSchema[CommandResult](),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in WaitInput) (*mcp.CallToolResult, CommandResult, error) {
+		if callerOf(req).Scope != store.ScopeOperate {
+			return nil, CommandResult{}, errors.New("this token has the read scope: it cannot see commands")
+		}
 		r, err := d.Commands.Wait(ctx, in.RequestID, d.WaitAgain, progress(ctx, req, d.WaitAgain))
 		if errors.Is(err, command.ErrNotFound) {
 			return nil, CommandResult{}, fmt.Errorf("no command request %q: use the requestId that run_command returned", in.RequestID)
@@ -162,11 +169,14 @@ func resultOf(r command.Request, appURL string) CommandResult {
 
 // callerOf reads the token and client the guard verified.
 func callerOf(req *mcp.CallToolRequest) Caller {
-	c := Caller{Token: "unknown", Client: "unknown"}
+	c := Caller{Token: "unknown", Client: "unknown", Scope: store.ScopeRead}
 	if req.Extra != nil {
 		if ti := req.Extra.TokenInfo; ti != nil {
 			if n, ok := ti.Extra["name"].(string); ok {
 				c.Token = n
+			}
+			if len(ti.Scopes) == 1 {
+				c.Scope = store.Scope(ti.Scopes[0])
 			}
 		}
 		if req.Extra.Header != nil {

@@ -2258,7 +2258,10 @@ type RunCommand struct {
 	// Written to the command's stdin; masked in its output. Never persisted.
 	StdinSecret []byte `protobuf:"bytes,4,opt,name=stdin_secret,json=stdinSecret,proto3" json:"stdin_secret,omitempty"`
 	// Handed to sudo through an askpass helper; masked in output. Never persisted.
-	SudoPassword  []byte `protobuf:"bytes,5,opt,name=sudo_password,json=sudoPassword,proto3" json:"sudo_password,omitempty"`
+	SudoPassword []byte `protobuf:"bytes,5,opt,name=sudo_password,json=sudoPassword,proto3" json:"sudo_password,omitempty"`
+	// The user the approver saw on the card; the agent refuses to run the
+	// command as anyone else.
+	RunAs         string `protobuf:"bytes,6,opt,name=run_as,json=runAs,proto3" json:"run_as,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2326,6 +2329,13 @@ func (x *RunCommand) GetSudoPassword() []byte {
 		return x.SudoPassword
 	}
 	return nil
+}
+
+func (x *RunCommand) GetRunAs() string {
+	if x != nil {
+		return x.RunAs
+	}
+	return ""
 }
 
 type CancelCommand struct {
@@ -2758,7 +2768,7 @@ const file_gridcity_v1_agent_proto_rawDesc = "" +
 	"\x15slow_interval_seconds\x18\x03 \x01(\rR\x13slowIntervalSeconds\x128\n" +
 	"\x18updates_interval_seconds\x18\x04 \x01(\rR\x16updatesIntervalSeconds\x12<\n" +
 	"\x1aheartbeat_interval_seconds\x18\x05 \x01(\rR\x18heartbeatIntervalSeconds\x12.\n" +
-	"\x06probes\x18\x06 \x03(\v2\x16.gridcity.v1.ProbeSpecR\x06probes\"\xb6\x01\n" +
+	"\x06probes\x18\x06 \x03(\v2\x16.gridcity.v1.ProbeSpecR\x06probes\"\xcd\x01\n" +
 	"\n" +
 	"RunCommand\x12\x1d\n" +
 	"\n" +
@@ -2766,7 +2776,8 @@ const file_gridcity_v1_agent_proto_rawDesc = "" +
 	"\acommand\x18\x02 \x01(\tR\acommand\x12'\n" +
 	"\x0ftimeout_seconds\x18\x03 \x01(\rR\x0etimeoutSeconds\x12!\n" +
 	"\fstdin_secret\x18\x04 \x01(\fR\vstdinSecret\x12#\n" +
-	"\rsudo_password\x18\x05 \x01(\fR\fsudoPassword\"F\n" +
+	"\rsudo_password\x18\x05 \x01(\fR\fsudoPassword\x12\x15\n" +
+	"\x06run_as\x18\x06 \x01(\tR\x05runAs\"F\n" +
 	"\rCancelCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x16\n" +
