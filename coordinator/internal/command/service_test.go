@@ -480,7 +480,9 @@ func TestReviewFindings(t *testing.T) {
 	// The run-as user the card showed is pinned: if the agent changed, nothing is sent.
 	r2 := e.submit(t, Submission{Server: "app-1", Command: "id"})
 	servers["app-1"] = ServerInfo{Known: true, Online: true, CommandsEnabled: true, RunAs: "root"}
-	defer func() { servers["app-1"] = ServerInfo{Known: true, Online: true, CommandsEnabled: true, RunAs: "deploy"} }()
+	defer func() {
+		servers["app-1"] = ServerInfo{Known: true, Online: true, CommandsEnabled: true, RunAs: "deploy"}
+	}()
 	sent := e.out.count()
 	got, _ := e.svc.Approve(ctx, r2.ID, "alice", Approval{})
 	if got.Status != StatusFailed || !strings.Contains(got.Detail, `now runs commands as "root", not "deploy"`) || e.out.count() != sent {
