@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
 # make bench: the agent's steady RSS and CPU per sample next to
-# prometheus-node-exporter's, measured in the same run on this machine, plus
-# the agent's Go benchmarks; writes bench/report.json and bench/report.md
-# and prints the table. A benchmark, not a test: it exits non-zero only when
-# something failed to run, never because a figure missed its aim.
+# prometheus-node-exporter's, measured in the same run on this machine; then
+# the latency from a person's approval to a command's result reaching the
+# MCP client next to `ssh localhost` running the same command (Debian's
+# openssh-server on a loopback port of its own); and the agent's Go
+# benchmarks. Writes bench/report.json and bench/report.md and prints the
+# table. A benchmark, not a test: it exits non-zero only when something
+# failed to run, never because a figure missed its aim.
 #
 # Environment:
 #   BENCH_SECONDS  length of the measured window (default 90; rounded up to
 #                  whole 30 s medium intervals)
 #   BENCH_WARMUP   at least this many seconds between the agent connecting
 #                  and the window (default 15)
+#   BENCH_LATENCY_N       measured samples of each command on each side
+#                         (default 30)
+#   BENCH_LATENCY_WARMUP  samples before those, not counted (default 3)
 #   BENCH_OUT      where the report goes (default bench)
 #   BENCH_KEEP=1   keep the temporary directory with the logs
 set -euo pipefail
@@ -18,12 +24,16 @@ ROOT=$PWD
 SECONDS_=${BENCH_SECONDS:-90}
 WARMUP=${BENCH_WARMUP:-15}
 OUT=${BENCH_OUT:-bench}
+LAT_N=${BENCH_LATENCY_N:-30}
+LAT_WARMUP=${BENCH_LATENCY_WARMUP:-3}
 EXPORTER=/usr/bin/prometheus-node-exporter
+SSHD=/usr/sbin/sshd
 
 say() { echo "bench: $*" >&2; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gridcity-bench.XXXXXX")
 pids=()
+made_run_sshd=0
 cleanup() {
   local rc=$?
   # Only the processes this script started, by pid.
@@ -37,6 +47,8 @@ cleanup() {
   for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   pids=()
+  # sshd's privilege separation directory, when this script made it.
+  if [ "$made_run_sshd" = 1 ]; then rmdir /run/sshd 2>/dev/null || true; fi
   if [ "$rc" != 0 ]; then
     for f in "$tmp"/*.log; do
       [ -s "$f" ] && { echo "--- $f (last lines)" >&2; tail -15 "$f" >&2; }
@@ -48,23 +60,27 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# The peer: Debian's prometheus-node-exporter. Its package would start a
-# service through systemd or invoke-rc.d; we run the binary ourselves, so a
-# policy-rc.d (where none exists) keeps the package from starting one.
-if [ ! -x "$EXPORTER" ]; then
-  say "installing prometheus-node-exporter (Debian package)"
-  command -v apt-get >/dev/null || { say "apt-get is missing: install prometheus-node-exporter by hand"; exit 1; }
+# The peers: Debian's prometheus-node-exporter and openssh-server. Their
+# packages would start services through systemd or invoke-rc.d; we run the
+# binaries ourselves, so a policy-rc.d (where none exists) keeps the
+# packages from starting any.
+missing=()
+[ -x "$EXPORTER" ] || missing+=(prometheus-node-exporter)
+{ [ -x "$SSHD" ] && command -v ssh >/dev/null && command -v ssh-keygen >/dev/null; } || missing+=(openssh-server openssh-client)
+if [ "${#missing[@]}" -gt 0 ]; then
+  say "installing ${missing[*]} (Debian packages)"
+  command -v apt-get >/dev/null || { say "apt-get is missing: install ${missing[*]} by hand"; exit 1; }
   policy=/usr/sbin/policy-rc.d
   made_policy=0
   if [ ! -e "$policy" ]; then
     printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && made_policy=1
   fi
   export DEBIAN_FRONTEND=noninteractive
-  apt_install() { apt-get install -y -q --no-install-recommends prometheus-node-exporter </dev/null; }
+  apt_install() { apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null; }
   ok=0
   apt_install >"$tmp/apt.log" 2>&1 || { apt-get update -q </dev/null >>"$tmp/apt.log" 2>&1 && apt_install >>"$tmp/apt.log" 2>&1; } || ok=$?
   [ "$made_policy" = 1 ] && rm -f "$policy"
-  if [ "$ok" != 0 ] || [ ! -x "$EXPORTER" ]; then say "apt-get install prometheus-node-exporter failed:"; tail -20 "$tmp/apt.log" >&2; exit 1; fi
+  if [ "$ok" != 0 ] || [ ! -x "$EXPORTER" ] || [ ! -x "$SSHD" ]; then say "apt-get install ${missing[*]} failed:"; tail -20 "$tmp/apt.log" >&2; exit 1; fi
 fi
 
 [ -x bin/gridcity ] && [ -x bin/gridcity-agent ] || { say "building"; make -s build; }
@@ -87,10 +103,11 @@ if grep -qs '^func BenchmarkCollect' agent/internal/collect/*_test.go; then
   fi
 fi
 
-mapfile -t ports < <("$tmp/gridcity-bench" ports 3)
+mapfile -t ports < <("$tmp/gridcity-bench" ports 4)
 HTTP=127.0.0.1:${ports[0]}
 GRPC=127.0.0.1:${ports[1]}
 METRICS=127.0.0.1:${ports[2]}
+SSH_PORT=${ports[3]}
 
 wait_port() { # addr pid log
   for _ in $(seq 1 200); do
@@ -101,7 +118,57 @@ wait_port() { # addr pid log
   say "nothing listens on $1 after 10 s ($3)"; return 1
 }
 
-say "coordinator on $HTTP / $GRPC, node exporter on $METRICS, data in $tmp"
+# The ssh peer: a private sshd on loopback with its own config, host key
+# and authorized_keys, logging in this user with a key. It idles through
+# the window; it starts first so that a broken sshd costs no window.
+# - UsePAM no: Debian's stock config adds PAM session modules, which would
+#   only slow ssh down.
+# - StrictModes no: the keys sit under /tmp, which is world-writable
+#   (sticky) and so fails StrictModes' walk up the path; their directory
+#   is this user's, mode 0700.
+# - SetEnv SHLVL=1: bash, started by sshd for a command, reads ~/.bashrc
+#   when SHLVL is unset; gridcity's /bin/sh -c reads no rc file, and what a
+#   machine's .bashrc runs is not ssh's cost (the report says what it would
+#   add here).
+ssh_dir="$tmp/ssh"
+mkdir -m 0700 "$ssh_dir"
+ssh-keygen -q -t ed25519 -N '' -C gridcity-bench-host -f "$ssh_dir/host_ed25519"
+ssh-keygen -q -t ed25519 -N '' -C gridcity-bench-client -f "$ssh_dir/client_ed25519"
+cp "$ssh_dir/client_ed25519.pub" "$ssh_dir/authorized_keys"
+cat >"$ssh_dir/sshd_config" <<SSHD_CONFIG
+ListenAddress 127.0.0.1:$SSH_PORT
+HostKey $ssh_dir/host_ed25519
+PidFile none
+AuthorizedKeysFile $ssh_dir/authorized_keys
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+UsePAM no
+StrictModes no
+PrintMotd no
+PrintLastLog no
+UseDNS no
+SetEnv SHLVL=1
+SSHD_CONFIG
+echo "[127.0.0.1]:$SSH_PORT $(cut -d' ' -f1,2 "$ssh_dir/host_ed25519.pub")" >"$ssh_dir/known_hosts"
+cat >"$ssh_dir/ssh_config" <<SSH_CONFIG
+Host *
+  UserKnownHostsFile $ssh_dir/known_hosts
+  GlobalKnownHostsFile /dev/null
+  StrictHostKeyChecking yes
+  IdentitiesOnly yes
+SSH_CONFIG
+# sshd running as root wants its privilege separation directory, which the
+# package leaves to systemd-tmpfiles.
+if [ "$(id -u)" = 0 ] && [ ! -d /run/sshd ]; then mkdir -m 0755 /run/sshd && made_run_sshd=1; fi
+"$SSHD" -t -f "$ssh_dir/sshd_config" || { say "sshd refused its config"; exit 1; }
+"$SSHD" -D -f "$ssh_dir/sshd_config" -E "$tmp/sshd.log" &
+sshd_pid=$!
+pids+=("$sshd_pid")
+wait_port "127.0.0.1:$SSH_PORT" "$sshd_pid" sshd
+
+say "coordinator on $HTTP / $GRPC, node exporter on $METRICS, sshd on 127.0.0.1:$SSH_PORT, data in $tmp"
 bin/gridcity serve --data "$tmp/coordinator" --http "$HTTP" --grpc "$GRPC" --advertise "$GRPC" >"$tmp/coordinator.log" 2>&1 &
 pids+=($!)
 wait_port "$HTTP" "${pids[-1]}" coordinator
@@ -122,6 +189,20 @@ pids+=("$agent_pid")
   -exporter-pid "$exporter_pid" -exporter-url "http://$METRICS/metrics" \
   -seconds "$SECONDS_" -warmup "$WARMUP" -clk-tck "$(getconf CLK_TCK)" -out "$tmp/live.json"
 
+# The command latency, with the same coordinator and agent, after the
+# window so that its commands leave the window's figures alone.
+latency=(-latency "$tmp/latency.json")
+if "$tmp/gridcity-bench" latency -http "$HTTP" -data "$tmp/coordinator" -gridcity bin/gridcity \
+  -server bench-agent -agent-state "$tmp/agent" -n "$LAT_N" -warmup "$LAT_WARMUP" \
+  -ssh-port "$SSH_PORT" -ssh-key "$ssh_dir/client_ed25519" -ssh-config "$ssh_dir/ssh_config" \
+  -ssh-control "$ssh_dir/control" -out "$tmp/latency.json" 2>&1 | tee "$tmp/latency.log" >&2; then
+  :
+else
+  say "the command latency could not be measured; the report says so"
+  latency=(-latency-error "$(tail -3 "$tmp/latency.log" | tr '\n' ' ' | head -c 400)")
+  failed=1
+fi
+
 # Stop everything before the Go benchmarks, which then have the machine.
 cleanup_procs() {
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
@@ -131,6 +212,6 @@ cleanup_procs() {
 cleanup_procs
 
 commit=$(git rev-parse --short HEAD 2>/dev/null || true)
-[ -n "$commit" ] && [ -n "$(git status --porcelain -- agent proto 2>/dev/null)" ] && commit="$commit with uncommitted changes in agent/ or proto/"
-"$tmp/gridcity-bench" report -live "$tmp/live.json" "${gotest[@]}" -commit "$commit" -out "$OUT"
+[ -n "$commit" ] && [ -n "$(git status --porcelain -- agent proto coordinator 2>/dev/null)" ] && commit="$commit with uncommitted changes in agent/, proto/ or coordinator/"
+"$tmp/gridcity-bench" report -live "$tmp/live.json" "${latency[@]}" "${gotest[@]}" -commit "$commit" -out "$OUT"
 exit "$failed"

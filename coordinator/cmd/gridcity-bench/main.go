@@ -1,12 +1,14 @@
 // Command gridcity-bench is the driver of `make bench` (scripts/bench.sh):
-// it measures running processes from /proc, scrapes the peer exporter, runs
-// the agent's Go benchmarks and writes bench/report.json and
+// it measures running processes from /proc, scrapes the peer exporter, times
+// approved commands from approval to result next to ssh localhost, runs the
+// agent's Go benchmarks and writes bench/report.json and
 // bench/report.md. It is a benchmark, not a test: a figure that misses its
 // aim is reported as missed, and only a failure to measure is an error.
 //
 //	gridcity-bench ports N
 //	gridcity-bench measure -agent-pid P -agent-log F -exporter-pid P -exporter-url U -out live.json
-//	gridcity-bench report  -live live.json [-gotest collect.test -gotest-dir DIR] -out bench
+//	gridcity-bench latency -http ADDR -data DIR -server NAME -ssh-port P -ssh-key K -ssh-config F -ssh-control S -out latency.json
+//	gridcity-bench report  -live live.json [-latency latency.json] [-gotest collect.test -gotest-dir DIR] -out bench
 package main
 
 import (
@@ -27,17 +29,19 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: gridcity-bench ports|measure|report [flags]")
+		return errors.New("usage: gridcity-bench ports|measure|latency|report [flags]")
 	}
 	switch args[0] {
 	case "ports":
 		return cmdPorts(args[1:])
 	case "measure":
 		return cmdMeasure(args[1:])
+	case "latency":
+		return cmdLatency(args[1:])
 	case "report":
 		return cmdReport(args[1:])
 	}
-	return fmt.Errorf("unknown command %q: use ports, measure or report", args[0])
+	return fmt.Errorf("unknown command %q: use ports, measure, latency or report", args[0])
 }
 
 // cmdPorts prints N free loopback TCP ports, one a line. They are held open

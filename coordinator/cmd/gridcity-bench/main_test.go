@@ -106,3 +106,45 @@ func TestAimVerdict(t *testing.T) {
 		t.Errorf("no aim: %+v", r)
 	}
 }
+
+func TestPercentile(t *testing.T) {
+	v := []float64{10, 1, 9, 2, 8, 3, 7, 4, 6, 5}
+	for _, c := range []struct{ p, want float64 }{{90, 9}, {99, 10}, {100, 10}, {10, 1}, {0, 1}} {
+		if got := percentile(v, c.p); got != c.want {
+			t.Errorf("p%v = %v, want %v", c.p, got, c.want)
+		}
+	}
+	if got := pct(v, 50); got != 5.5 {
+		t.Errorf("median %v", got)
+	}
+	if percentile(nil, 90) != 0 {
+		t.Error("empty")
+	}
+}
+
+func TestLatencyRows(t *testing.T) {
+	lat := latencyRun{N: 3, Warmup: 1, SSHVersion: "OpenSSH_9.2p1 Debian-2+deb12u10", RunAs: "root", Shell: "/bin/bash",
+		Commands: []commandLatencies{{Command: "true", Gridcity: []float64{10, 12, 30}, SSHFresh: []float64{200, 250, 300}, SSHMux: []float64{10, 11, 12},
+			Approve: []float64{2, 2, 2}, AgentRunMs: []float64{1, 1, 1}, Stages: map[string][]float64{stageNames[0]: {0.5, 0.5, 0.5}}}}}
+	rows := latencyRows(lat)
+	if len(rows) != 4 {
+		t.Fatalf("%d rows; want median and p90 against each ssh", len(rows))
+	}
+	r := rows[0]
+	if r.Name != "`true` approval → result, median" || r.Value != 12 || *r.PeerValue != 250 || *r.Ratio != 0.048 || r.Peer != "ssh localhost, new connection (OpenSSH 9.2p1)" {
+		t.Errorf("headline row %+v", r)
+	}
+	if !strings.Contains(r.Notes, "approve POST → approved row 0.5 ms") || !strings.Contains(r.Notes, "a person's time to decide") {
+		t.Errorf("notes %q", r.Notes)
+	}
+	if rows[1].Value != 30 || *rows[1].PeerValue != 300 {
+		t.Errorf("p90 row %+v", rows[1])
+	}
+	if rows[2].Peer != "ssh localhost, multiplexed (OpenSSH 9.2p1)" || *rows[2].PeerValue != 11 {
+		t.Errorf("multiplexed row %+v", rows[2])
+	}
+	lat.N = 100
+	if n := len(latencyRows(lat)); n != 6 {
+		t.Errorf("%d rows with 100 samples; want p99 rows too", n)
+	}
+}

@@ -34,6 +34,8 @@ type Row struct {
 func cmdReport(args []string) error {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	livePath := fs.String("live", "", "the figures measure wrote")
+	latencyPath := fs.String("latency", "", "the samples latency wrote (empty: no latency rows)")
+	latencyErr := fs.String("latency-error", "", "why there are no latency samples (noted in the report)")
 	gotest := fs.String("gotest", "", "the compiled test binary of agent/internal/collect (empty: no Go benchmarks)")
 	gotestDir := fs.String("gotest-dir", "", "the package directory to run it in")
 	gotestErr := fs.String("gotest-error", "", "why there is no test binary to run (noted in the report)")
@@ -58,8 +60,24 @@ func cmdReport(args []string) error {
 	}
 	rows := liveRows(l)
 
-	var benchErr error
+	var lat *latencyRun
 	var skipped []string
+	switch {
+	case *latencyErr != "":
+		skipped = append(skipped, "Command latency not measured: "+*latencyErr)
+	case *latencyPath != "":
+		b, err := os.ReadFile(*latencyPath)
+		if err != nil {
+			return err
+		}
+		lat = &latencyRun{}
+		if err := json.Unmarshal(b, lat); err != nil {
+			return fmt.Errorf("%s: %w", *latencyPath, err)
+		}
+		rows = append(rows, latencyRows(*lat)...)
+	}
+
+	var benchErr error
 	if *gotestErr != "" {
 		skipped = append(skipped, "Go benchmarks not run: "+*gotestErr)
 	} else if *gotest == "" {
@@ -86,7 +104,7 @@ func cmdReport(args []string) error {
 	if err := os.WriteFile(filepath.Join(*outDir, "report.json"), append(js, '\n'), 0o644); err != nil {
 		return err
 	}
-	md := markdown(l, rows, skipped, *commit)
+	md := markdown(l, lat, rows, skipped, *commit)
 	if err := os.WriteFile(filepath.Join(*outDir, "report.md"), []byte(md), 0o644); err != nil {
 		return err
 	}
@@ -271,7 +289,7 @@ func fmtNum(v float64) string {
 	return strconv.FormatFloat(v, 'g', 3, 64)
 }
 
-func markdown(l live, rows []Row, skipped []string, commit string) string {
+func markdown(l live, lat *latencyRun, rows []Row, skipped []string, commit string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# gridcity benchmarks\n\n")
 	fmt.Fprintf(&b, "Measured %s on %s%s. `make bench` writes this file and report.json; it is a benchmark, not a test: a missed aim is reported, not failed.\n\n",
@@ -287,7 +305,11 @@ func markdown(l live, rows []Row, skipped []string, commit string) string {
 		}
 		fmt.Fprintf(&b, "| %s | %s %s | %s | %s | %s | %s |\n", r.Name, fmtNum(r.Value), r.Unit, r.Peer, peerV, ratio, r.aim)
 	}
-	fmt.Fprintf(&b, "\n## Method\n\n%s\n\n## Notes\n\n", method(l))
+	fmt.Fprintf(&b, "\n## Method\n\n%s\n\n", method(l))
+	if lat != nil {
+		fmt.Fprintf(&b, "%s\n\n", latencyMethod(*lat))
+	}
+	fmt.Fprintf(&b, "## Notes\n\n")
 	for _, r := range rows {
 		fmt.Fprintf(&b, "- **%s**: %s\n", r.Name, r.Notes)
 	}
