@@ -18,11 +18,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// approverApp is a person logged in to the approval app.
+// approverApp is a person logged in to the approval app: the session
+// cookie in the jar, and the login's csrfToken sent as X-Gridcity-Session
+// on every call, as the app's page does.
 type approverApp struct {
-	t    *testing.T
-	base string
-	hc   *http.Client
+	t     *testing.T
+	base  string
+	hc    *http.Client
+	token string
 }
 
 func (c *coordinator) login(t *testing.T) *approverApp {
@@ -37,6 +40,11 @@ func (c *coordinator) login(t *testing.T) *approverApp {
 	if code != 200 {
 		t.Fatalf("login: %d %s", code, body)
 	}
+	var ans struct{ CSRFToken string }
+	if err := json.Unmarshal([]byte(body), &ans); err != nil || ans.CSRFToken == "" {
+		t.Fatalf("login answered %s; want a csrfToken", body)
+	}
+	a.token = ans.CSRFToken
 	return a
 }
 
@@ -46,6 +54,9 @@ func (a *approverApp) post(path string, v any) (int, string) {
 	req, _ := http.NewRequest("POST", a.base+path, bytes.NewReader(b))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Origin", a.base)
+	if a.token != "" {
+		req.Header.Set("X-Gridcity-Session", a.token)
+	}
 	resp, err := a.hc.Do(req)
 	if err != nil {
 		a.t.Fatal(err)
@@ -69,11 +80,17 @@ func (a *approverApp) card(command string) pendingCard {
 	a.t.Helper()
 	var found pendingCard
 	eventually(a.t, 20*time.Second, "card for "+command, func() error {
-		resp, err := a.hc.Get(a.base + "/api/requests?status=pending")
+		req, _ := http.NewRequest("GET", a.base+"/api/requests?status=pending", nil)
+		req.Header.Set("X-Gridcity-Session", a.token)
+		resp, err := a.hc.Do(req)
 		if err != nil {
 			return err
 		}
 		defer resp.Body.Close()
+		if resp.StatusCode != 200 {
+			body, _ := io.ReadAll(resp.Body)
+			return fmt.Errorf("pending cards: %d %s", resp.StatusCode, body)
+		}
 		var cards []pendingCard
 		if err := json.NewDecoder(resp.Body).Decode(&cards); err != nil {
 			return err

@@ -70,14 +70,17 @@ func (s *SQLite) SetApproverPassword(ctx context.Context, name, hash string) err
 }
 
 func (s *SQLite) CreateSession(ctx context.Context, se Session) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions(hash, approver, created_at, expires_at) VALUES (?,?,?,?)`, se.Hash, se.Approver, ms(se.CreatedAt), ms(se.ExpiresAt))
+	if len(se.CSRFHash) == 0 {
+		return errors.New("record session: it has no CSRF hash")
+	}
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions(hash, csrf_hash, approver, created_at, expires_at) VALUES (?,?,?,?,?)`, se.Hash, se.CSRFHash, se.Approver, ms(se.CreatedAt), ms(se.ExpiresAt))
 	return err
 }
 
 func (s *SQLite) SessionByHash(ctx context.Context, hash []byte, now time.Time) (Session, error) {
 	se := Session{Hash: hash}
 	var created, expires int64
-	err := s.db.QueryRowContext(ctx, `SELECT approver, created_at, expires_at FROM sessions WHERE hash = ? AND expires_at > ?`, hash, ms(now)).Scan(&se.Approver, &created, &expires)
+	err := s.db.QueryRowContext(ctx, `SELECT csrf_hash, approver, created_at, expires_at FROM sessions WHERE hash = ? AND expires_at > ?`, hash, ms(now)).Scan(&se.CSRFHash, &se.Approver, &created, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Session{}, ErrNotFound
 	}

@@ -91,6 +91,12 @@ var migrations = []string{
 		detail BLOB NOT NULL
 	);
 	CREATE INDEX audit_request ON audit(request_id, seq);`,
+	// 3: every app session also has a second secret, sent by the page in a
+	// header, kept here by its sha256. Sessions from before it have none and
+	// could never be used again, so they are removed: their approvers log in
+	// once more.
+	`DELETE FROM sessions;
+	ALTER TABLE sessions ADD COLUMN csrf_hash BLOB NOT NULL DEFAULT x'';`,
 }
 
 // OpenSQLite opens (creating if needed) the store at dir/gridcity.db.

@@ -95,7 +95,10 @@ type Approver struct {
 
 // Session is a logged-in approver in the app, kept by the hash of its cookie.
 type Session struct {
-	Hash      []byte
+	Hash []byte
+	// CSRFHash is the sha256 of the session's second secret, which the page
+	// sends in a header (see package web); never the secret itself.
+	CSRFHash  []byte
 	Approver  string
 	CreatedAt time.Time
 	ExpiresAt time.Time

@@ -1,8 +1,39 @@
 package web
 
+// How a request proves it comes from a logged-in approver's page
+//
+// Every /api/* call except POST /api/login must carry both:
+//
+//   - the session cookie (gridcity_session, or __Host-gridcity_session with
+//     TLS): HttpOnly, SameSite=Strict, set by the login; and
+//   - the header X-Gridcity-Session: <csrfToken>, where csrfToken is the
+//     value the login answered with ({"username", "expiresAt", "csrfToken"};
+//     32 random bytes in unpadded base64url).
+//
+// A missing, malformed or wrong header is refused with 401 and a JSON error,
+// exactly like a missing cookie, on every endpoint: GET /api/me and the
+// event stream GET /api/events included, so that nothing can be learnt, and
+// the token never be fetched again, with the cookie alone. The store keeps
+// only the sha256 of each secret.
+//
+// Why two secrets: browsers do not isolate cookies by port (RFC 6265 §8.5),
+// so once an approver logs in at http://127.0.0.1:4600/ any other local
+// server the browser visits on that host (say an AI agent's dev server on
+// 127.0.0.1:3000) receives the session cookie, and can replay it from curl
+// with whatever Origin it likes. The token, by contrast, lives only in the
+// page's sessionStorage, which is per origin (scheme, host and port) and
+// which no other port's page, nor any server, can read.
+//
+// On top of that, state-changing requests must come from the app's own
+// origin (Origin, Sec-Fetch-Site; 403 otherwise), and on a loopback
+// connection the Host must be a loopback name (403 otherwise; DNS
+// rebinding). An Authorization header is never read: an MCP token is not a
+// way in.
+
 import (
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -92,10 +123,12 @@ func (a *app) setCookie(w http.ResponseWriter, value string, expires time.Time, 
 	})
 }
 
-// sessionHash is how a cookie value is kept in the store: only its sha256,
-// so that a copy of the store cannot be replayed as a login.
-func sessionHash(cookie string) ([]byte, bool) {
-	raw, err := base64.RawURLEncoding.DecodeString(cookie)
+// sessionHash is how a cookie value or a CSRF token is kept in the store:
+// only the sha256 of its 32 bytes, so that a copy of the store cannot be
+// replayed as a login. ok is false when the value is not 32 bytes in
+// unpadded base64url.
+func sessionHash(value string) (hash []byte, ok bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(value)
 	if err != nil || len(raw) != 32 {
 		return nil, false
 	}
@@ -103,16 +136,57 @@ func sessionHash(cookie string) ([]byte, bool) {
 	return sum[:], true
 }
 
+// newSecret returns 32 random bytes in unpadded base64url and their hash.
+func newSecret() (value string, hash []byte) {
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		panic(err) // crypto/rand does not fail on supported systems
+	}
+	value = base64.RawURLEncoding.EncodeToString(raw)
+	hash, _ = sessionHash(value)
+	return value, hash
+}
+
+// csrfHeader carries the session's second secret; see the top of this file.
+const csrfHeader = "X-Gridcity-Session"
+
+// checkCSRF returns why the request's X-Gridcity-Session header does not
+// belong to the session, or "". The comparison takes the same time
+// wherever the hashes differ.
+func checkCSRF(r *http.Request, se store.Session) string {
+	vals := r.Header.Values(csrfHeader)
+	if len(vals) == 0 || vals[0] == "" {
+		return "missing the " + csrfHeader + " header; the app's page sends the csrfToken its login answered with (scripts: read csrfToken from POST /api/login and send it on every call)"
+	}
+	if len(se.CSRFHash) != sha256.Size {
+		// A session from before the header existed; the migration removes
+		// them, so this is only a guard.
+		return "this session predates the " + csrfHeader + " header; log in again"
+	}
+	got, ok := sessionHash(vals[0])
+	if len(vals) != 1 || !ok {
+		return "the " + csrfHeader + " header is malformed; send the csrfToken from the login once, as is"
+	}
+	if subtle.ConstantTimeCompare(got, se.CSRFHash) != 1 {
+		return "the " + csrfHeader + " header does not belong to this session (logged in again elsewhere?); log in again"
+	}
+	return ""
+}
+
 // authedHandler serves a request that carries a valid session.
 type authedHandler func(w http.ResponseWriter, r *http.Request, se store.Session)
 
-// authed requires a valid session cookie (401) and, for anything but a
-// read, a request from the app's own origin (403). The Authorization header
-// is never read: an MCP token is not a way in.
+// authed requires a valid session cookie and its X-Gridcity-Session header
+// (401) and, for anything but a read, a request from the app's own origin
+// (403). The Authorization header is never read: an MCP token is not a way
+// in.
 func (a *app) authed(h authedHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		se, code, msg := a.session(r)
 		if code != 0 {
+			if code == http.StatusUnauthorized && se.Approver != "" {
+				a.log.Warn("app request refused", "reason", msg, "path", r.URL.Path, "approver", se.Approver, "remote", r.RemoteAddr)
+			}
 			if code == http.StatusUnauthorized && r.Header.Get("Authorization") != "" {
 				msg = "the approval app does not accept MCP tokens or any Authorization header; log in with an approver account (gridcity approver add NAME)"
 			}
@@ -128,7 +202,9 @@ func (a *app) authed(h authedHandler) http.Handler {
 	})
 }
 
-// session returns the request's session, or the status and message to send.
+// session returns the request's session, or the status and message to
+// send: 401 without the cookie, or without the header that goes with it.
+// On a refused header the session is returned too, for the log only.
 func (a *app) session(r *http.Request) (store.Session, int, string) {
 	c, err := r.Cookie(a.cookieName())
 	if err != nil {
@@ -145,6 +221,9 @@ func (a *app) session(r *http.Request) (store.Session, int, string) {
 	if err != nil {
 		a.log.Error("session lookup failed", "err", err)
 		return store.Session{}, http.StatusServiceUnavailable, "the coordinator's store did not answer; retry in a moment"
+	}
+	if msg := checkCSRF(r, se); msg != "" {
+		return store.Session{Approver: se.Approver}, http.StatusUnauthorized, msg
 	}
 	return se, 0, ""
 }
@@ -188,6 +267,14 @@ type loginRequest struct {
 type meResponse struct {
 	Username  string    `json:"username"`
 	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// loginResponse is what only the login answers: the session's second
+// secret, which the page keeps in sessionStorage and sends as
+// X-Gridcity-Session. No other endpoint ever returns it.
+type loginResponse struct {
+	meResponse
+	CSRFToken string `json:"csrfToken"`
 }
 
 func (a *app) login(w http.ResponseWriter, r *http.Request) {
@@ -244,16 +331,12 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 	if c, err := r.Cookie(a.cookieName()); err == nil {
 		if old, ok := sessionHash(c.Value); ok {
 			_ = a.st.DeleteSession(r.Context(), old)
-			a.streams.end(old)
+			a.streams.end(old, "logged in again, in another tab or window; this page's login ended")
 		}
 	}
-	raw := make([]byte, 32)
-	if _, err := rand.Read(raw); err != nil {
-		panic(err) // crypto/rand does not fail on supported systems
-	}
-	value := base64.RawURLEncoding.EncodeToString(raw)
-	hashed, _ := sessionHash(value)
-	se := store.Session{Hash: hashed, Approver: ap.Name, CreatedAt: now, ExpiresAt: now.Add(a.cfg.SessionTTL)}
+	value, hashed := newSecret()
+	token, tokenHash := newSecret()
+	se := store.Session{Hash: hashed, CSRFHash: tokenHash, Approver: ap.Name, CreatedAt: now, ExpiresAt: now.Add(a.cfg.SessionTTL)}
 	if err := a.st.CreateSession(r.Context(), se); err != nil {
 		a.log.Error("recording session failed", "err", err)
 		writeError(w, http.StatusServiceUnavailable, "could not record the session; retry in a moment")
@@ -261,7 +344,7 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 	}
 	a.setCookie(w, value, se.ExpiresAt, int(a.cfg.SessionTTL.Seconds()))
 	a.log.Info("app login", "approver", ap.Name, "remote", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, meResponse{Username: ap.Name, ExpiresAt: se.ExpiresAt})
+	writeJSON(w, http.StatusOK, loginResponse{meResponse: meResponse{Username: ap.Name, ExpiresAt: se.ExpiresAt}, CSRFToken: token})
 }
 
 func (a *app) logout(w http.ResponseWriter, r *http.Request, se store.Session) {
@@ -270,7 +353,7 @@ func (a *app) logout(w http.ResponseWriter, r *http.Request, se store.Session) {
 		writeError(w, http.StatusServiceUnavailable, "could not end the session; retry in a moment")
 		return
 	}
-	a.streams.end(se.Hash)
+	a.streams.end(se.Hash, "logged out")
 	a.setCookie(w, "", time.Unix(0, 0), -1)
 	a.log.Info("app logout", "approver", se.Approver, "remote", r.RemoteAddr)
 	w.WriteHeader(http.StatusNoContent)
@@ -349,4 +432,44 @@ func remoteHost(r *http.Request) string {
 		return r.RemoteAddr
 	}
 	return h
+}
+
+// checkHost returns why the request's Host may not be served, or "".
+//
+// DNS rebinding: a page on evil.example makes its name resolve to
+// 127.0.0.1 and then calls the app as its own origin, so Origin and
+// Sec-Fetch-Site look same-origin; only the Host (evil.example) tells.
+// On a connection that arrived on a loopback address, the Host must
+// therefore be a loopback name. This mirrors the MCP endpoint's guard.
+func checkHost(r *http.Request) string {
+	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if local != nil && isLoopbackAddr(local.String()) && !isLoopbackHost(r.Host) {
+		return fmt.Sprintf("Host %q is not a loopback name on a loopback connection (possible DNS rebinding); open the app at http://127.0.0.1 or http://localhost", r.Host)
+	}
+	return ""
+}
+
+// isLoopbackAddr reports whether host:port (or a bare host) is a loopback IP.
+func isLoopbackAddr(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// isLoopbackHost reports whether a Host header names loopback: localhost,
+// a 127.0.0.0/8 address or [::1], with any port or none.
+func isLoopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

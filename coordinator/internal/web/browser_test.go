@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -137,6 +138,31 @@ func TestBrowser(t *testing.T) {
 	}
 	waitFor(t, bctx, "the live stream", `document.querySelector('#notice').hidden`)
 
+	// The session key is in this tab's sessionStorage only: not in a
+	// cookie, not in localStorage. The cookie alone opens nothing, even
+	// from the app's own page.
+	eval := func(ctx context.Context, what, js string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](js, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return v
+	}
+	token := eval(bctx, "the session key", `sessionStorage.getItem('gridcity.session') || ''`)
+	if len(token) != 43 {
+		t.Fatalf("sessionStorage holds %q; want the 43-character csrfToken", token)
+	}
+	if got := eval(bctx, "other storage", `JSON.stringify([localStorage.length, document.cookie])`); got != `[0,""]` {
+		t.Errorf("localStorage length and document.cookie: %s; want nothing (the cookie is HttpOnly)", got)
+	}
+	if got := eval(bctx, "fetch with the cookie alone", `Promise.all([
+		fetch('/api/me').then((r) => r.status),
+		fetch('/api/me', {headers: {'X-Gridcity-Session': sessionStorage.getItem('gridcity.session')}}).then((r) => r.status),
+	]).then((s) => s.join(' '))`); got != "401 200" {
+		t.Errorf("/api/me without and with the header: %s; want 401 200", got)
+	}
+
 	// The stream drops (the coordinator restarts, the phone changes
 	// network): the page says so, reconnects by itself, and catches up.
 	srv.CloseClientConnections()
@@ -249,8 +275,102 @@ func TestBrowser(t *testing.T) {
 	}
 	shot("history")
 
+	// A reload keeps the login: the key is still in sessionStorage.
+	do("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(hist)))
+	if login, _ := chromedp.Run(bctx, chromedp.Evaluate[bool](`!document.querySelector('#login-view').hidden`)); login {
+		t.Error("the login form shows after a reload")
+	}
+
+	// The review's attack: any server on another port of this host, say an
+	// AI agent's dev server, receives the session cookie when the browser
+	// visits it (cookies are not isolated by port). With it, and any
+	// Origin it likes, it still cannot approve; and its page can neither
+	// read the app's sessionStorage nor hear the app's tabs.
+	fourth := e.submit(t, command.Submission{Command: "rm -rf /var/cache/app", Reason: "disk full"})
+	card4 := fmt.Sprintf(`#cards article[data-id="%s"]`, fourth.ID)
+	stolen := make(chan string, 8)
+	dev := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		stolen <- r.Header.Get("Cookie")
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<!doctype html><title>dev server</title><p>vite dev server")
+	}))
+	t.Cleanup(dev.Close)
+	thief, cancelThief := chromedp.NewContext(bctx)
+	if err := chromedp.Do(thief, chromedp.Navigate(dev.URL)); err != nil {
+		t.Fatalf("open the dev server: %v", err)
+	}
+	cookie := <-stolen
+	if !strings.Contains(cookie, cookiePlain+"=") {
+		t.Fatalf("the dev server got cookies %q; want the app's session cookie (else this test shows nothing)", cookie)
+	}
+	if got := eval(thief, "the dev server page", `new Promise((resolve) => {
+		const ch = new BroadcastChannel('gridcity-session');
+		const heard = [];
+		ch.onmessage = (e) => heard.push(JSON.stringify(e.data));
+		ch.postMessage({type: 'ask'});
+		setTimeout(() => resolve(sessionStorage.length + ' ' + heard.join(',')), 700);
+	})`); got != "0 " {
+		t.Errorf("the dev server's page got %q; want no storage and no answer", got)
+	}
+	if err := chromedp.Cancel(thief); err != nil {
+		t.Fatal(err)
+	}
+	cancelThief()
+	for _, tc := range []struct{ method, path, body string }{
+		{"GET", "/api/me", ""},
+		{"GET", "/api/requests", ""},
+		{"GET", "/api/events", ""},
+		{"POST", "/api/requests/" + fourth.ID + "/approve", `{"note":"approved by the dev server"}`},
+	} {
+		rq, _ := http.NewRequest(tc.method, srv.URL+tc.path, strings.NewReader(tc.body))
+		rq.Header.Set("Cookie", cookie)
+		rq.Header.Set("Origin", srv.URL)
+		rq.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(rq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s %s with the stolen cookie: %d; want 401", tc.method, tc.path, res.StatusCode)
+		}
+	}
+	if r, _ := e.svc.Get(ctx, fourth.ID); r.Status != command.StatusPending {
+		t.Fatalf("the dev server's approve left the request %s; want pending", r.Status)
+	}
+
+	// Another tab of the app is handed the key by this one: opening the
+	// app's link again needs no password.
+	tab2, cancelTab2 := chromedp.NewContext(bctx)
+	if err := chromedp.Do(tab2, chromedp.Navigate(srv.URL), chromedp.WaitVisible(chromedp.CSS(card4))); err != nil {
+		t.Fatalf("a second tab: %v", err)
+	}
+	if who, _ := chromedp.Run(tab2, chromedp.TextContent(chromedp.CSS("#who"))); who != testUser {
+		t.Errorf("the second tab is logged in as %q; want %q", who, testUser)
+	}
+	if err := chromedp.Cancel(tab2); err != nil {
+		t.Fatal(err)
+	}
+	cancelTab2()
+
+	// Without the key (and no other tab to hand it over) the page asks for
+	// the login, though the cookie is still there.
+	eval(bctx, "lose the key", `sessionStorage.clear(), ''`)
+	do("reload without the key", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#login-form")))
+	do("log in again",
+		chromedp.SendKeys(chromedp.CSS("#login-form [name=username]"), testUser),
+		chromedp.SendKeys(chromedp.CSS("#login-form [name=password]"), testPassword),
+		chromedp.Click(chromedp.CSS("#login-form button")),
+		chromedp.WaitVisible(chromedp.CSS("#nav-pending")),
+		chromedp.Click(chromedp.CSS("#nav-pending")),
+		chromedp.WaitVisible(chromedp.CSS(card4)),
+	)
+
 	// Logging out ends the session and returns to the login form.
 	do("log out", chromedp.Click(chromedp.CSS("#logout")), chromedp.WaitVisible(chromedp.CSS("#login-form")))
+	if got := eval(bctx, "the key after logout", `sessionStorage.getItem('gridcity.session') || ''`); got != "" {
+		t.Errorf("the key %q outlives the logout", got)
+	}
 
 	for _, p := range problems() {
 		t.Errorf("browser console: %s", p)

@@ -21,10 +21,22 @@ const maxStreamsPerSession = 8
 type streams struct {
 	mu        sync.Mutex
 	bySession map[string]map[chan struct{}]struct{}
+	// why holds, for a closed done channel, why its session ended.
+	why map[chan struct{}]string
 }
 
 func newStreams() *streams {
-	return &streams{bySession: map[string]map[chan struct{}]struct{}{}}
+	return &streams{bySession: map[string]map[chan struct{}]struct{}{}, why: map[chan struct{}]string{}}
+}
+
+// reason returns why a closed done channel's session ended.
+func (s *streams) reason(done chan struct{}) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.why[done]; r != "" {
+		return r
+	}
+	return "logged out"
 }
 
 // add registers a stream; done is closed when the session ends. ok is
@@ -46,6 +58,7 @@ func (s *streams) add(session []byte) (done chan struct{}, remove func(), ok boo
 	return done, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		delete(s.why, done)
 		if _, open := set[done]; open {
 			delete(set, done)
 			if len(set) == 0 {
@@ -55,12 +68,13 @@ func (s *streams) add(session []byte) (done chan struct{}, remove func(), ok boo
 	}, true
 }
 
-// end closes every stream of a session.
-func (s *streams) end(session []byte) {
+// end closes every stream of a session, telling each page why.
+func (s *streams) end(session []byte, reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	key := string(session)
 	for done := range s.bySession[key] {
+		s.why[done] = reason
 		close(done)
 	}
 	delete(s.bySession, key)
@@ -147,7 +161,7 @@ func (a *app) events(w http.ResponseWriter, r *http.Request, se store.Session) {
 		case <-r.Context().Done():
 			return
 		case <-done:
-			end("logged out")
+			end(a.streams.reason(done))
 			return
 		case <-expiry.C:
 			end("the session expired; log in again")

@@ -17,14 +17,16 @@ type sseEvent struct {
 	name, data string
 }
 
-// openEvents opens /api/events on a real server and returns its events as
-// they arrive; comments (heartbeats) arrive as events named ":".
-func openEvents(t *testing.T, srv *httptest.Server, c *http.Cookie) (<-chan sseEvent, *http.Response) {
+// openEvents opens /api/events on a real server, with the cookie and its
+// X-Gridcity-Session header, and returns its events as they arrive;
+// comments (heartbeats) arrive as events named ":".
+func (e *testEnv) openEvents(t *testing.T, srv *httptest.Server, c *http.Cookie) (<-chan sseEvent, *http.Response) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	rq, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/events", nil)
 	rq.AddCookie(c)
+	rq.Header.Set(csrfHeader, e.token(c))
 	res, err := srv.Client().Do(rq)
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +86,7 @@ func TestEvents(t *testing.T) {
 	c := e.login(t)
 	waiting := e.submit(t, command.Submission{Command: "uptime"})
 
-	ch, _ := openEvents(t, srv, c)
+	ch, _ := e.openEvents(t, srv, c)
 	ev := next(t, ch)
 	var snap snapshot
 	if err := json.Unmarshal([]byte(ev.data), &snap); ev.name != "pending" || err != nil || len(snap.Requests) != 1 || snap.Requests[0].ID != waiting.ID || snap.Now.IsZero() {
@@ -148,7 +150,7 @@ func TestEventsEndWithSession(t *testing.T) {
 	srv := httptest.NewServer(e.h)
 	t.Cleanup(srv.Close) // registered first, so it runs after the streams are cancelled
 	c := e.login(t)
-	ch, _ := openEvents(t, srv, c)
+	ch, _ := e.openEvents(t, srv, c)
 	if ev := next(t, ch); ev.name != "pending" {
 		t.Fatalf("first event %s; want pending", ev.name)
 	}
@@ -164,11 +166,12 @@ func TestEventsLimitPerSession(t *testing.T) {
 	t.Cleanup(srv.Close) // registered first, so it runs after the streams are cancelled
 	c := e.login(t)
 	for range maxStreamsPerSession {
-		ch, _ := openEvents(t, srv, c)
+		ch, _ := e.openEvents(t, srv, c)
 		next(t, ch)
 	}
 	rq, _ := http.NewRequest("GET", srv.URL+"/api/events", nil)
 	rq.AddCookie(c)
+	rq.Header.Set(csrfHeader, e.token(c))
 	res, err := srv.Client().Do(rq)
 	if err != nil {
 		t.Fatal(err)

@@ -114,6 +114,13 @@ type testEnv struct {
 	clock *testClock
 	log   *syncBuffer
 	h     http.Handler
+	dir   string // the store's directory
+
+	// tokens maps a session cookie's value to the csrfToken its login
+	// answered with, so that a request with that cookie carries the token
+	// as the page would (see req.cookie).
+	mu     sync.Mutex
+	tokens map[string]string
 }
 
 const (
@@ -129,7 +136,8 @@ const (
 func newEnv(t *testing.T, cfg Config) *testEnv {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.OpenSQLite(ctx, t.TempDir())
+	dir := t.TempDir()
+	st, err := store.OpenSQLite(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +149,7 @@ func newEnv(t *testing.T, cfg Config) *testEnv {
 	if err := st.CreateApprover(ctx, store.Approver{Name: testUser, PasswordHash: string(hash), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	e := &testEnv{st: st, agent: &fakeAgent{}, clock: &testClock{t: time.Now().UTC().Truncate(time.Second)}, log: &syncBuffer{}}
+	e := &testEnv{st: st, agent: &fakeAgent{}, clock: &testClock{t: time.Now().UTC().Truncate(time.Second)}, log: &syncBuffer{}, tokens: map[string]string{}, dir: dir}
 	logger := slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if cfg.Now == nil {
 		cfg.Now = e.clock.now
@@ -183,9 +191,11 @@ func (e *testEnv) submit(t *testing.T, sub command.Submission) command.Request {
 type req struct {
 	method, path string
 	body         any // string: sent as is; else JSON
-	cookie       *http.Cookie
-	header       map[string]string
-	remote       string
+	// cookie is sent with the X-Gridcity-Session header of its login, as
+	// the page sends it; header can replace it, or remove it with "".
+	cookie *http.Cookie
+	header map[string]string
+	remote string
 }
 
 type resp struct {
@@ -228,6 +238,9 @@ func (e *testEnv) do(t *testing.T, rq req) resp {
 	r.Header.Set("Sec-Fetch-Site", "same-origin")
 	if rq.cookie != nil {
 		r.AddCookie(rq.cookie)
+		if tok := e.token(rq.cookie); tok != "" {
+			r.Header.Set(csrfHeader, tok)
+		}
 	}
 	for k, v := range rq.header {
 		if v == "" {
@@ -245,18 +258,41 @@ func (e *testEnv) do(t *testing.T, rq req) resp {
 	return resp{code: w.Code, header: w.Header(), body: w.Body.String(), res: res}
 }
 
-// login logs the test approver in and returns the session cookie.
+// token returns the csrfToken of the login that set the cookie, or "".
+func (e *testEnv) token(c *http.Cookie) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.tokens[c.Value]
+}
+
+// login logs the test approver in and returns the session cookie; the
+// csrfToken of the answer is remembered for the cookie (see e.token).
 func (e *testEnv) login(t *testing.T) *http.Cookie {
+	t.Helper()
+	c, _ := e.loginAnswer(t)
+	return c
+}
+
+// loginAnswer logs the test approver in and returns the session cookie and
+// the answer's body.
+func (e *testEnv) loginAnswer(t *testing.T) (*http.Cookie, loginResponse) {
 	t.Helper()
 	r := e.do(t, req{method: "POST", path: "/api/login", body: map[string]string{"username": testUser, "password": testPassword}})
 	if r.code != http.StatusOK {
 		t.Fatalf("login: got %d %s; want 200", r.code, r.body)
 	}
+	var ans loginResponse
+	if err := json.Unmarshal([]byte(r.body), &ans); err != nil || ans.CSRFToken == "" {
+		t.Fatalf("login answered %s; want a csrfToken", r.body)
+	}
 	for _, c := range r.res.Cookies() {
 		if c.Name == cookiePlain || c.Name == cookieSecure {
-			return c
+			e.mu.Lock()
+			e.tokens[c.Value] = ans.CSRFToken
+			e.mu.Unlock()
+			return c, ans
 		}
 	}
 	t.Fatalf("login set no session cookie: %v", r.header)
-	return nil
+	return nil, ans
 }

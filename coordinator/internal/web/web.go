@@ -1,11 +1,14 @@
 // Package web is the approval app: the page a person opens to approve or
 // deny the commands an AI asked to run, and the JSON API behind it.
 //
-// The app has its own login (approver accounts, bcrypt) and sessions
-// (HttpOnly, SameSite=Strict cookies kept by hash). An MCP bearer token opens
-// nothing here: the only credential the app reads is its session cookie.
-// Every state-changing request must come from the app's own origin, so a page
-// on another site cannot approve anything even in a logged-in browser.
+// The app has its own login (approver accounts, bcrypt) and sessions: an
+// HttpOnly, SameSite=Strict cookie plus a second secret that the page keeps
+// in sessionStorage and sends in the X-Gridcity-Session header (both kept by
+// hash; see auth.go for why the cookie alone is not enough). An MCP bearer
+// token opens nothing here. Every state-changing request must come from the
+// app's own origin, so a page on another site cannot approve anything even
+// in a logged-in browser, and on loopback the Host must be a loopback name,
+// so DNS rebinding cannot make another site the app's origin.
 //
 // The page is plain HTML, CSS and JavaScript embedded in the binary: no CDN,
 // no build step, no inline script (the Content-Security-Policy forbids it),
@@ -136,7 +139,24 @@ func New(cfg Config, svc Service, st store.Store, logger *slog.Logger) http.Hand
 		files.ServeHTTP(w, r)
 	})))
 
-	return securityHeaders(mux)
+	return securityHeaders(hostGuard(a.log, mux))
+}
+
+// hostGuard refuses, before anything else, a request whose Host is not a
+// loopback name on a loopback connection (DNS rebinding; see checkHost).
+func hostGuard(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if msg := checkHost(r); msg != "" {
+			log.Warn("app request refused", "reason", msg, "path", r.URL.Path, "remote", r.RemoteAddr)
+			if strings.HasPrefix(r.URL.Path, "/api/") {
+				writeError(w, http.StatusForbidden, msg)
+			} else {
+				http.Error(w, msg, http.StatusForbidden)
+			}
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // securityHeaders sets on every response what keeps the page from being

@@ -7,17 +7,98 @@
   const $ = (sel, root = document) => root.querySelector(sel);
   const state = {
     me: null,
+    token: null, // this tab's session key; see below
     cards: new Map(), // request id -> {req, el}
     skew: 0, // coordinator clock minus ours, in ms, for the countdowns
-    es: null,
+    stream: null, // the AbortController of the live event stream
     retries: 0,
     retryTimer: 0,
     historyTimer: 0,
   };
 
+  // ---- the session key ----
+  //
+  // The session cookie alone opens nothing: browsers send it to every port
+  // of this host, so any local server could replay it. Every call also
+  // sends X-Gridcity-Session with the key the login answered with. The key
+  // is kept in sessionStorage, which belongs to this origin (scheme, host
+  // and port) and this tab alone: it survives a reload, never leaves the
+  // browser on its own, and is gone when the tab closes. Never in a cookie,
+  // never in localStorage.
+
+  const TOKEN_KEY = 'gridcity.session';
+  const HEADER = 'X-Gridcity-Session';
+
+  function loadToken() {
+    try { state.token = sessionStorage.getItem(TOKEN_KEY); } catch { state.token = null; }
+    return state.token;
+  }
+
+  function saveToken(token) {
+    state.token = token;
+    try { sessionStorage.setItem(TOKEN_KEY, token); } catch { /* kept in memory for this page */ }
+  }
+
+  function clearToken() {
+    state.token = null;
+    try { sessionStorage.removeItem(TOKEN_KEY); } catch { /* nothing kept */ }
+  }
+
+  // Other tabs of the app (this origin only: a BroadcastChannel never
+  // crosses origins, so never ports) hand their key to a new tab, so that
+  // opening the app's link again does not ask for the password again, and
+  // a login or logout in one tab is followed by the others.
+  const channel = 'BroadcastChannel' in window ? new BroadcastChannel('gridcity-session') : null;
+  let awaitingToken = null; // set while askOtherTabs waits for an answer
+  function tell(msg) { if (channel) channel.postMessage(msg); }
+  if (channel) {
+    channel.onmessage = (e) => {
+      const m = e.data || {};
+      if (m.type === 'ask' && state.me && state.token) {
+        tell({ type: 'token', token: state.token });
+      } else if (m.type === 'token' && typeof m.token === 'string') {
+        if (awaitingToken) awaitingToken(m.token);
+        else if (m.token !== state.token) adopt(m.token);
+      } else if (m.type === 'logout' && state.token) {
+        loggedOut('You logged out in another tab.');
+      }
+    };
+  }
+
+  // askOtherTabs resolves to a key from another open tab, or null.
+  function askOtherTabs() {
+    if (!channel) return Promise.resolve(null);
+    return new Promise((resolve) => {
+      const done = (token) => {
+        clearTimeout(timer);
+        awaitingToken = null;
+        resolve(token);
+      };
+      const timer = setTimeout(() => done(null), 300);
+      awaitingToken = done;
+      tell({ type: 'ask' });
+    });
+  }
+
+  // adopt switches this tab to a key another tab logged in with. The old
+  // stream goes first, so that its end (the other tab's login ended this
+  // tab's session) cannot undo the switch.
+  async function adopt(token) {
+    disconnect();
+    saveToken(token);
+    try {
+      start(await api('GET', '/api/me'));
+    } catch (err) {
+      // A 401 already shows the login; the key is kept for a reload.
+      if (err.status !== 401) showLogin(`Could not reach the coordinator: ${err.message}`);
+    }
+  }
+
   // api calls the app's JSON API; errors carry the server's message.
   async function api(method, path, body) {
-    const opts = { method, headers: {}, credentials: 'same-origin' };
+    const opts = { method, headers: {}, credentials: 'same-origin', cache: 'no-store' };
+    const token = state.token;
+    if (path !== '/api/login' && token) opts.headers[HEADER] = token;
     if (body !== undefined) {
       opts.headers['Content-Type'] = 'application/json';
       opts.body = JSON.stringify(body);
@@ -30,7 +111,8 @@
     if (!res.ok) {
       const err = new Error((data && data.error) || `${res.status} ${res.statusText}`);
       err.status = res.status;
-      if (res.status === 401 && path !== '/api/login') showLogin('Your session ended; log in again.');
+      // A 401 for a key this tab has since replaced is no news.
+      if (res.status === 401 && path !== '/api/login' && token === state.token) loggedOut('Your session ended; log in again.');
       throw err;
     }
     return data;
@@ -42,6 +124,12 @@
     for (const v of ['login-view', 'pending-view', 'history-view']) $('#' + v).hidden = v !== id;
     $('#nav-pending').classList.toggle('active', id === 'pending-view');
     $('#nav-history').classList.toggle('active', id === 'history-view');
+  }
+
+  // loggedOut forgets the key, which the coordinator no longer accepts.
+  function loggedOut(message) {
+    clearToken();
+    showLogin(message);
   }
 
   function showLogin(message) {
@@ -91,7 +179,9 @@
         password: form.password.value,
       });
       form.password.value = '';
-      start(me);
+      saveToken(me.csrfToken);
+      tell({ type: 'token', token: me.csrfToken });
+      start({ username: me.username, expiresAt: me.expiresAt });
     } catch (err) {
       $('#login-error').textContent = err.message;
     } finally {
@@ -101,7 +191,8 @@
 
   $('#logout').addEventListener('click', async () => {
     try { await api('POST', '/api/logout'); } catch { /* the session is gone either way */ }
-    showLogin('You are logged out.');
+    tell({ type: 'logout' });
+    loggedOut('You are logged out.');
   });
 
   function start(me) {
@@ -113,46 +204,124 @@
   }
 
   // ---- live list ----
+  //
+  // The coordinator serves server-sent events, but EventSource cannot send
+  // the session key, so the stream is read with fetch: lines of
+  // "event: NAME" and "data: JSON", an empty line ending each event, and
+  // ": ping" comments every 15 s.
 
-  function connect() {
-    disconnect();
-    const es = new EventSource('/api/events');
-    state.es = es;
-    es.addEventListener('pending', (e) => {
-      const snap = JSON.parse(e.data);
+  const handlers = {
+    pending(snap) {
       state.skew = Date.parse(snap.now) - Date.now();
       state.retries = 0;
       notice('');
       const ids = new Set(snap.requests.map((r) => r.id));
       for (const id of state.cards.keys()) if (!ids.has(id)) removeCard(id);
       for (const r of snap.requests) addCard(r);
-    });
-    es.addEventListener('created', (e) => addCard(JSON.parse(e.data)));
-    for (const kind of ['decided', 'updated', 'finished']) {
-      es.addEventListener(kind, (e) => {
-        const r = JSON.parse(e.data);
-        if (r.status !== 'pending' && state.cards.has(r.id)) {
-          removeCard(r.id);
-          if (r.decidedBy && r.decidedBy !== state.me.username) {
-            flash(`${r.server}: ${r.decision} by ${r.decidedBy}`);
-          } else if (r.decision === 'expired') {
-            flash(`${r.server}: expired unanswered`);
-          }
+    },
+    created(r) { addCard(r); },
+    end({ reason }) { loggedOut(reason); },
+  };
+  for (const kind of ['decided', 'updated', 'finished']) {
+    handlers[kind] = (r) => {
+      if (r.status !== 'pending' && state.cards.has(r.id)) {
+        removeCard(r.id);
+        if (r.decidedBy && r.decidedBy !== state.me.username) {
+          flash(`${r.server}: ${r.decision} by ${r.decidedBy}`);
+        } else if (r.decision === 'expired') {
+          flash(`${r.server}: expired unanswered`);
         }
-        if (!$('#history-view').hidden) reloadHistorySoon();
-      });
-    }
-    es.addEventListener('end', (e) => {
-      const { reason } = JSON.parse(e.data);
-      showLogin(reason);
-    });
-    es.onerror = () => {
-      // The browser would retry on its own, but not after a 401, and not
-      // with a growing delay; so the page takes over.
-      if (state.es !== es) return;
+      }
+      if (!$('#history-view').hidden) reloadHistorySoon();
+    };
+  }
+
+  // A stream that carried nothing, not even a heartbeat, for this long is
+  // dead (a phone that slept, a proxy that dropped it): start over.
+  const STALL_MS = 45000;
+
+  function connect() {
+    disconnect();
+    const ctrl = new AbortController();
+    state.stream = ctrl;
+    readStream(ctrl).then(() => {
+      // However the stream ended, unless the page ended it on purpose, the
+      // page tries again with a growing delay.
+      if (state.stream !== ctrl) return;
       disconnect();
       reconnectLater();
+    });
+  }
+
+  // readStream reads the event stream until it ends or fails.
+  async function readStream(ctrl) {
+    const token = state.token;
+    let stall = 0;
+    const alive = () => {
+      clearTimeout(stall);
+      stall = setTimeout(() => ctrl.abort(), STALL_MS);
     };
+    try {
+      alive();
+      const res = await fetch('/api/events', {
+        headers: { [HEADER]: token || '', Accept: 'text/event-stream' },
+        credentials: 'same-origin',
+        cache: 'no-store',
+        signal: ctrl.signal,
+      });
+      if (state.stream !== ctrl) return;
+      if (res.status === 401) {
+        let msg = 'Your session ended; log in again.';
+        try { msg = (await res.json()).error || msg; } catch { /* keep the default */ }
+        if (state.stream === ctrl && token === state.token) {
+          state.stream = null;
+          loggedOut(msg);
+        }
+        return;
+      }
+      if (!res.ok || !res.body || !(res.headers.get('Content-Type') || '').startsWith('text/event-stream')) return;
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = '';
+      let name = '';
+      let data = [];
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done || state.stream !== ctrl) return;
+        alive();
+        buf += value;
+        let nl;
+        while ((nl = buf.indexOf('\n')) >= 0) {
+          const line = buf.slice(0, nl).replace(/\r$/, '');
+          buf = buf.slice(nl + 1);
+          if (line === '') {
+            if (data.length) dispatch(ctrl, name || 'message', data.join('\n'));
+            name = '';
+            data = [];
+            continue;
+          }
+          if (line.startsWith(':')) continue; // a heartbeat
+          const colon = line.indexOf(':');
+          const field = colon < 0 ? line : line.slice(0, colon);
+          let v = colon < 0 ? '' : line.slice(colon + 1);
+          if (v.startsWith(' ')) v = v.slice(1);
+          if (field === 'event') name = v;
+          else if (field === 'data') data.push(v);
+          // "retry" and "id" are for EventSource; the page has its own backoff.
+        }
+      }
+    } catch {
+      // Aborted, or the network failed: the caller decides what next.
+    } finally {
+      clearTimeout(stall);
+    }
+  }
+
+  function dispatch(ctrl, name, data) {
+    const h = handlers[name];
+    if (!h || state.stream !== ctrl) return;
+    let v;
+    try { v = JSON.parse(data); } catch { return; }
+    h(v);
   }
 
   function reconnectLater() {
@@ -171,8 +340,9 @@
 
   function disconnect() {
     clearTimeout(state.retryTimer);
-    if (state.es) state.es.close();
-    state.es = null;
+    const ctrl = state.stream;
+    state.stream = null;
+    if (ctrl) ctrl.abort();
   }
 
   function addCard(r) {
@@ -343,5 +513,22 @@
   // ---- start ----
 
   window.addEventListener('hashchange', route);
-  api('GET', '/api/me').then(start, () => showLogin(''));
+
+  // After a reload the key is still in sessionStorage; in a new tab another
+  // open tab may hand it over; otherwise the person logs in.
+  (async () => {
+    if (!loadToken()) {
+      const token = await askOtherTabs();
+      if (!token) {
+        if (!state.me) showLogin('');
+        return;
+      }
+      saveToken(token);
+    }
+    try {
+      start(await api('GET', '/api/me'));
+    } catch (err) {
+      if (err.status !== 401) showLogin(`Could not reach the coordinator: ${err.message}`);
+    }
+  })();
 })();
