@@ -29,6 +29,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gridcity/gridcity/agent/internal/runner"
 )
@@ -61,8 +62,14 @@ const (
 	// then finds them missing from the journal and records them unknown.
 	maxEntries = 1000
 	// maxKeptBytes bounds the output held in all entries; past it the
-	// oldest ended entries lose their output (their totals stay).
-	maxKeptBytes = 4 << 20
+	// oldest ended entries lose their output (their totals stay). Every
+	// unacknowledged entry goes in the agent's hello, one message that
+	// must stay under the coordinator's 4 MiB limit: this 1 MiB, plus
+	// maxEntries entries of ids, times and a reason of at most
+	// maxReasonBytes (about 1.2 MiB), leaves room to spare.
+	maxKeptBytes = 1 << 20
+	// maxReasonBytes bounds an entry's reason, which may quote an error.
+	maxReasonBytes = 1 << 10
 	// maxSeen and seenFor bound the ids remembered after Forget.
 	maxSeen = 10000
 	seenFor = 30 * 24 * time.Hour
@@ -226,6 +233,9 @@ func (j *Journal) load() error {
 		j.seen[s.ID] = s.At
 	}
 	j.prune()
+	// A file written under a larger bound (an older agent) is cut to this
+	// one before its entries go in a hello.
+	j.boundKept()
 	return nil
 }
 
@@ -423,7 +433,7 @@ func (j *Journal) Finished(id string, r runner.Result, stdoutKept, stderrKept []
 	e.StdoutKept, e.StderrKept = headAndTail(stdoutKept), headAndTail(stderrKept)
 	switch {
 	case r.Err != nil:
-		e.Reason = "could not start: " + r.Err.Error()
+		e.Reason = boundReason("could not start: " + r.Err.Error())
 	case r.Canceled:
 		e.Reason = "canceled"
 	}
@@ -432,6 +442,19 @@ func (j *Journal) Finished(id string, r runner.Result, stdoutKept, stderrKept []
 		return fmt.Errorf("journal: finished %s: %w", id, err)
 	}
 	return nil
+}
+
+// boundReason cuts a reason to maxReasonBytes, at a character boundary.
+func boundReason(r string) string {
+	const more = "…"
+	if len(r) <= maxReasonBytes {
+		return r
+	}
+	cut := maxReasonBytes - len(more)
+	for cut > 0 && !utf8.RuneStart(r[cut]) {
+		cut--
+	}
+	return r[:cut] + more
 }
 
 func headAndTail(b []byte) []byte {

@@ -15,8 +15,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gridcity/gridcity/agent/internal/runner"
+	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 )
 
 // clock is a settable time for the journal under test.
@@ -299,6 +303,121 @@ func TestKeptOutputBudget(t *testing.T) {
 	}
 	if e := entry(t, j, "c4"); len(e.StdoutKept) != len(out) {
 		t.Errorf("newest kept %d bytes; want all %d", len(e.StdoutKept), len(out))
+	}
+}
+
+// TestKeptOutputDefaultBudget: with the production bound, entries that
+// each keep all they may (head and tail of both streams) hold at most
+// 1 MiB in all; the oldest lose their output first and say why.
+func TestKeptOutputDefaultBudget(t *testing.T) {
+	if maxKeptBytes != 1<<20 {
+		t.Fatalf("maxKeptBytes %d; want 1 MiB", maxKeptBytes)
+	}
+	c := newClock()
+	j, _ := openAt(t, t.TempDir(), c, "boot-1")
+	out := bytes.Repeat([]byte("o"), runner.HeadBytes+runner.TailBytes)
+	const n = 40 // 40 × 64 KiB = 2.5 MiB offered
+	for i := range n {
+		id := fmt.Sprintf("c%02d", i)
+		c.add(time.Second)
+		j.Accept(id)
+		if err := j.Finished(id, runner.Result{StdoutTotal: 1 << 30, StderrTotal: 1 << 30}, out, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	total, stripped := 0, 0
+	es := j.Unacked()
+	for i, e := range es {
+		kept := len(e.StdoutKept) + len(e.StderrKept)
+		total += kept
+		if kept == 0 {
+			stripped++
+			if !strings.Contains(e.Reason, "output not kept: the agent's journal holds at most 1024 KiB of output") {
+				t.Errorf("%s lost its output with reason %q", e.ID, e.Reason)
+			}
+			if i > 0 && len(es[i-1].StdoutKept) > 0 {
+				t.Errorf("%s lost its output while the older %s kept its", e.ID, es[i-1].ID)
+			}
+		}
+	}
+	if want := n - (1<<20)/len(out)/2; total > 1<<20 || stripped != want {
+		t.Errorf("kept %d bytes, %d entries stripped; want at most 1 MiB, %d stripped", total, stripped, want)
+	}
+}
+
+// TestKeptOutputBoundedOnOpen: a journal written under a larger bound
+// (an older agent kept 4 MiB) is cut to the bound when it is opened.
+func TestKeptOutputBoundedOnOpen(t *testing.T) {
+	dir := t.TempDir()
+	c := newClock()
+	j, _ := openAt(t, dir, c, "boot-1")
+	j.limits.keptBytes = 4 << 20
+	out := bytes.Repeat([]byte("o"), runner.HeadBytes+runner.TailBytes)
+	for i := range 40 {
+		id := fmt.Sprintf("c%02d", i)
+		c.add(time.Second)
+		j.Accept(id)
+		j.Finished(id, runner.Result{}, out, out)
+	}
+	j.Close()
+	j, _ = openAt(t, dir, c, "boot-1")
+	total := 0
+	for _, e := range j.Unacked() {
+		total += len(e.StdoutKept) + len(e.StderrKept)
+	}
+	if total > maxKeptBytes || total < maxKeptBytes-2*len(out) {
+		t.Errorf("kept %d bytes after reopening; want at most %d, and no less than needed", total, maxKeptBytes)
+	}
+	if e := entry(t, j, "c00"); e.StdoutKept != nil || !strings.Contains(e.Reason, "output not kept") {
+		t.Errorf("oldest: kept %d, reason %q; want its output dropped, saying why", len(e.StdoutKept), e.Reason)
+	}
+}
+
+func TestLongReasonBounded(t *testing.T) {
+	j, _ := openAt(t, t.TempDir(), newClock(), "boot-1")
+	j.Accept("c")
+	j.Finished("c", runner.Result{ExitCode: -1, Err: errors.New(strings.Repeat("é", 3000))}, nil, nil)
+	r := entry(t, j, "c").Reason
+	if len(r) > maxReasonBytes || !utf8.ValidString(r) || !strings.HasPrefix(r, "could not start: éé") || !strings.HasSuffix(r, "é…") {
+		t.Errorf("reason of %d bytes %q…; want at most %d, valid UTF-8, cut with …", len(r), r[:40], maxReasonBytes)
+	}
+}
+
+// TestHelloFitsTheCoordinatorLimit: with the journal at every bound at
+// once (maxEntries ended entries, each offered the most output it may
+// keep and the longest reason), the hello that carries Unacked, built as
+// the agent's link builds it, stays under the coordinator's 4 MiB message
+// limit.
+func TestHelloFitsTheCoordinatorLimit(t *testing.T) {
+	const coordinatorLimit = 4 << 20 // coordinator/internal/agentapi.MaxMessageBytes
+	c := newClock()
+	j, _ := openAt(t, t.TempDir(), c, "boot-1")
+	out := bytes.Repeat([]byte("o"), runner.HeadBytes+runner.TailBytes)
+	reason := boundReason("could not start: " + strings.Repeat("x", 4000))
+	// Filled directly: a thousand durable saves of a megabyte file would
+	// make this test slow for no gain; boundKept is what Finished runs.
+	for i := range maxEntries {
+		c.add(time.Second)
+		id := fmt.Sprintf("cmd_%020x", i)
+		j.entries[id] = &Entry{ID: id, State: Exited, AcceptedAt: c.now(), StartedAt: c.now(), FinishedAt: c.now(), PID: 1 << 22,
+			ExitCode: -1, TimedOut: true, DurationMs: 600_000, Reason: reason,
+			StdoutTotal: 1 << 40, StderrTotal: 1 << 40, StdoutKept: out, StderrKept: out}
+		j.boundKept()
+	}
+	hello := &gridcityv1.Hello{Name: strings.Repeat("n", 253), AgentVersion: "v0.0.0-dev", CommandsEnabled: true, RunAs: "root",
+		Capabilities: []string{"state", "commands"}}
+	kept := 0
+	for _, e := range j.Unacked() {
+		kept += len(e.StdoutKept) + len(e.StderrKept)
+		hello.Journal = append(hello.Journal, &gridcityv1.CommandEvent{RequestId: e.ID, Reason: e.Reason,
+			Kind: gridcityv1.CommandEvent_KIND_EXITED, ExitCode: int32(e.ExitCode), TimedOut: e.TimedOut, DurationMs: e.DurationMs,
+			StdoutTotal: e.StdoutTotal, StderrTotal: e.StderrTotal, StdoutKept: e.StdoutKept, StderrKept: e.StderrKept,
+			AtUnixMs: e.FinishedAt.UnixMilli()})
+	}
+	size := proto.Size(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_Hello{Hello: hello}})
+	t.Logf("%d entries, %d bytes of output kept: hello of %d bytes (%.2f MiB)", len(hello.Journal), kept, size, float64(size)/(1<<20))
+	if kept > maxKeptBytes || size >= coordinatorLimit*3/4 {
+		t.Errorf("kept %d bytes, hello %d bytes; want at most %d kept and the hello well under %d", kept, size, maxKeptBytes, coordinatorLimit)
 	}
 }
 

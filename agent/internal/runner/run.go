@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"sync"
@@ -38,7 +39,7 @@ const (
 const defaultKillGrace = 3 * time.Second
 
 // pipeGrace bounds the wait for the output pipes to close after the
-// command's process group is gone: a process that left the group (setsid)
+// command's session is empty: a process that left the session (setsid)
 // may hold them open for ever.
 const pipeGrace = 2 * time.Second
 
@@ -60,6 +61,9 @@ type Spec struct {
 	// OnStart, when set, is called with the process id once the command
 	// has started and before any output is emitted (to journal it).
 	OnStart func(pid int)
+	// Log receives warnings about the run (a refused askpass peer); nil =
+	// slog.Default(). Nothing logged holds a secret.
+	Log *slog.Logger
 
 	// killGrace overrides defaultKillGrace in tests.
 	killGrace time.Duration
@@ -116,10 +120,12 @@ type Result struct {
 //
 // The command runs in a new session, so in its own process group and with
 // no controlling terminal (sudo cannot prompt on the agent's terminal). On
-// timeout or when ctx ends the whole group gets SIGTERM and, after a grace,
-// SIGKILL. When the shell exits by itself, whatever it left running in its
-// group is ended the same way: a command never outlives its run, and a
-// lasting process belongs in its own unit (systemd-run, systemctl).
+// timeout or when ctx ends every process of the session gets SIGTERM and,
+// after a grace, SIGKILL (see endSession). When the shell exits by itself,
+// whatever it left running in its session is ended the same way: a command
+// never outlives its run, and a lasting process belongs in its own unit
+// (systemd-run, systemctl). A process that starts a session of its own
+// (setsid) is out of reach: see the package comment.
 func Run(ctx context.Context, spec Spec, emit func(Chunk)) Result {
 	if err := spec.validate(); err != nil {
 		return Result{ExitCode: -1, Err: err}
@@ -134,10 +140,14 @@ func Run(ctx context.Context, spec Spec, emit func(Chunk)) Result {
 	}
 	env := id.env()
 	masks := [][]byte{secretValue(spec.Stdin), spec.SudoPassword}
+	log := spec.Log
+	if log == nil {
+		log = slog.Default()
+	}
 
+	var ap *askpassServer
 	if len(spec.SudoPassword) > 0 {
-		ap, err := startAskpass(id, spec.AskpassPath, spec.SudoPassword)
-		if err != nil {
+		if ap, err = startAskpass(id, spec.ID, spec.AskpassPath, spec.SudoPassword, log); err != nil {
 			return Result{ExitCode: -1, Err: err}
 		}
 		defer ap.close()
@@ -150,12 +160,17 @@ func Run(ctx context.Context, spec Spec, emit func(Chunk)) Result {
 		defer mu.Unlock()
 		emit(c)
 	}
-	p := &process{spec: spec, grace: spec.killGrace}
+	p := &process{spec: spec, grace: spec.killGrace, log: log}
 	if p.grace <= 0 {
 		p.grace = defaultKillGrace
 	}
 	if err := p.start(id, env); err != nil {
 		return Result{ExitCode: -1, Err: err}
+	}
+	if ap != nil {
+		// The shell leads the command's session (Setsid): only its
+		// processes get the password.
+		ap.answer(p.cmd.Process.Pid)
 	}
 	if spec.OnStart != nil {
 		spec.OnStart(p.cmd.Process.Pid)
@@ -191,6 +206,7 @@ func secretValue(stdin []byte) []byte {
 type process struct {
 	spec   Spec
 	grace  time.Duration
+	log    *slog.Logger
 	cmd    *exec.Cmd
 	stdout *os.File // read ends
 	stderr *os.File
@@ -272,7 +288,7 @@ func (p *process) wait(ctx context.Context, out, errs *stream) Result {
 		p.cmd.Wait()
 		close(exited)
 	}()
-	pgid := p.cmd.Process.Pid // Setsid made the shell its group's leader
+	sid := p.cmd.Process.Pid // Setsid made the shell its session's leader
 	timer := time.NewTimer(p.spec.Timeout - time.Since(p.started))
 	defer timer.Stop()
 
@@ -285,14 +301,14 @@ func (p *process) wait(ctx context.Context, out, errs *stream) Result {
 		res.Canceled = true
 	}
 	if res.TimedOut || res.Canceled {
-		endGroup(pgid, p.grace)
+		p.endSession(sid)
 	}
 	<-exited
 	res.Duration = time.Since(p.started)
 	res.ExitCode = p.cmd.ProcessState.ExitCode()
-	// Whatever the shell left behind in its group goes with it.
-	if groupAlive(pgid) {
-		endGroup(pgid, p.grace)
+	// Whatever the shell left behind in its session goes with it.
+	if sessionAlive(sid) {
+		p.endSession(sid)
 	}
 
 	pumped := make(chan struct{})
@@ -300,7 +316,7 @@ func (p *process) wait(ctx context.Context, out, errs *stream) Result {
 	select {
 	case <-pumped:
 	case <-time.After(pipeGrace):
-		// A process outside the group holds the pipes: stop reading; its
+		// A process outside the session holds the pipes: stop reading; its
 		// next write gets EPIPE.
 		p.stdout.Close()
 		p.stderr.Close()
@@ -310,6 +326,14 @@ func (p *process) wait(ctx context.Context, out, errs *stream) Result {
 	res.StdoutTotal, res.StderrTotal = out.total, errs.total
 	res.StdoutKept, res.StderrKept = stdoutKept, stderrKept
 	return res
+}
+
+// endSession ends the command's session and says so if anything survived.
+func (p *process) endSession(sid int) {
+	if left := endSession(sid, p.grace); len(left) > 0 {
+		p.log.Warn("processes of a command survived SIGKILL (stuck in the kernel?); they are left running",
+			"command", p.spec.ID, "session", sid, "pids", fmt.Sprint(left))
+	}
 }
 
 // pump reads one pipe to its end (or until it is closed under it) into s
@@ -328,33 +352,95 @@ func pump(r io.Reader, s *stream) []byte {
 	return s.finish()
 }
 
-// endGroup sends SIGTERM to the process group (and SIGCONT, so a stopped
-// member can act on it), waits up to grace for the group to empty, then
-// sends SIGKILL. The leader counts until its Wait has reaped it, which the
-// caller's goroutine does as soon as it exits.
-func endGroup(pgid int, grace time.Duration) {
-	syscall.Kill(-pgid, syscall.SIGTERM)
-	syscall.Kill(-pgid, syscall.SIGCONT)
+// killRounds bounds the rounds of SIGKILL endSession sends after the
+// grace (killTick apart): a process that forks as fast as it is killed, or
+// one stuck in the kernel (state D), must not hold Run up for ever.
+const (
+	killRounds = 100
+	killTick   = 20 * time.Millisecond
+)
+
+// endSession ends every process of the command's session sid: SIGTERM
+// (and SIGCONT, so a stopped process can act on it) to each, and to any
+// that appears meanwhile, then, once none is left or after grace, SIGKILL
+// to each, repeated until none is left or killRounds have passed. It
+// returns the processes still left then (none in practice).
+//
+// Members are found by their session id in /proc, so processes that moved
+// to a process group of their own (coreutils timeout, a shell with job
+// control, setpgid) are reached too. A session id is not reused while any
+// process is in the session, so the scan never takes a stranger for a
+// member. Without /proc (not Linux) only the process group sid, which
+// Setsid made, is signalled. The session leader (the shell) counts until
+// its Wait has reaped it, which the caller's goroutine does as soon as it
+// exits.
+func endSession(sid int, grace time.Duration) []int {
+	signaled := map[int]bool{}
+	term := func() (alive bool) {
+		members, err := sessionMembers(sid)
+		if err != nil {
+			return groupAlive(sid)
+		}
+		for _, pid := range members {
+			if !signaled[pid] {
+				signaled[pid] = true
+				signalMember(sid, pid, syscall.SIGTERM)
+				signalMember(sid, pid, syscall.SIGCONT)
+			}
+		}
+		return len(members) > 0
+	}
+	syscall.Kill(-sid, syscall.SIGTERM)
+	syscall.Kill(-sid, syscall.SIGCONT)
+	if !term() {
+		return nil
+	}
 	deadline := time.NewTimer(grace)
 	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
+	tick := time.NewTicker(killTick)
 	defer tick.Stop()
+wait:
 	for {
 		select {
 		case <-deadline.C:
-			syscall.Kill(-pgid, syscall.SIGKILL)
-			return
+			break wait
 		case <-tick.C:
-			if !groupAlive(pgid) {
-				return
+			if !term() {
+				return nil
 			}
 		}
 	}
+	for range killRounds {
+		syscall.Kill(-sid, syscall.SIGKILL)
+		members, err := sessionMembers(sid)
+		if err != nil {
+			if !groupAlive(sid) {
+				return nil
+			}
+		} else if len(members) == 0 {
+			return nil
+		}
+		for _, pid := range members {
+			signalMember(sid, pid, syscall.SIGKILL)
+		}
+		<-tick.C
+	}
+	left, _ := sessionMembers(sid)
+	return left
 }
 
-// groupAlive reports whether any process is left in the group. A pgid is
-// not reused while the group has members, so signalling it never reaches a
-// stranger; once empty, the caller stops signalling.
+// sessionAlive reports whether any process is left in session sid.
+func sessionAlive(sid int) bool {
+	members, err := sessionMembers(sid)
+	if err != nil {
+		return groupAlive(sid)
+	}
+	return len(members) > 0
+}
+
+// groupAlive reports whether any process is left in the process group. A
+// pgid is not reused while the group has members, so signalling it never
+// reaches a stranger; once empty, the caller stops signalling.
 func groupAlive(pgid int) bool {
 	err := syscall.Kill(-pgid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)

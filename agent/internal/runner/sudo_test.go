@@ -7,10 +7,16 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -129,6 +135,81 @@ func TestSudoWithRealUser(t *testing.T) {
 	}
 }
 
+// TestSudoRefusesAnotherProcessOfTheUser: a process of the run-as user
+// outside the command's session that finds the socket and asks first gets
+// nothing (and is logged with its pid), and the command's sudo still gets
+// the password.
+func TestSudoRefusesAnotherProcessOfTheUser(t *testing.T) {
+	requireRootAndSudo(t)
+	password := setUpSudoUser(t)
+	agent := exposedTestBinary(t)
+	u, err := user.Lookup(sudoTestUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	// t.TempDir's parent is 0700: the run-as user could not see the flag.
+	flagDir, err := os.MkdirTemp("", "gridcity-sudo-flag-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(flagDir) })
+	os.Chmod(flagDir, 0o755)
+	flag := filepath.Join(flagDir, "go")
+
+	type outcome struct {
+		pid            int
+		err            error
+		stdout, stderr string
+	}
+	intruded := make(chan outcome, 1)
+	var once sync.Once
+	r := &recorder{collect: collect{t: t}}
+	r.onData = func(c Chunk) {
+		sock, ok := strings.CutSuffix(string(c.Data), "\n")
+		if c.Stream != Stdout || !ok || !strings.HasSuffix(sock, "/s") {
+			return
+		}
+		once.Do(func() {
+			go func() {
+				// Same user, its own session: a cron job, a login, a poller.
+				cmd := exec.Command(agent, "askpass")
+				cmd.Env = []string{askpassSocketEnv + "=" + sock}
+				cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}}
+				var stdout, stderr bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &stdout, &stderr
+				err := cmd.Run()
+				intruded <- outcome{pid: cmd.Process.Pid, err: err, stdout: stdout.String(), stderr: stderr.String()}
+				os.WriteFile(flag, nil, 0o644)
+			}()
+		})
+	}
+	logs := &syncBuffer{}
+	res := Run(context.Background(), Spec{
+		ID: "sudo", RunAs: sudoTestUser, Timeout: 60 * time.Second, Log: slog.New(slog.NewTextHandler(logs, nil)),
+		Command:      `echo "$GRIDCITY_ASKPASS_SOCKET"; while [ ! -e ` + shellQuote(flag) + ` ]; do sleep 0.05; done; sudo -k; sudo id -u`,
+		SudoPassword: []byte(password), AskpassPath: agent,
+	}, r.emit)
+	stdout, stderr := r.text(Stdout), r.text(Stderr)
+	var in outcome
+	select {
+	case in = <-intruded:
+	default:
+		t.Fatalf("no intruder ran; stdout %q", stdout)
+	}
+	t.Logf("intruder pid %d: %v, stdout %q, stderr %q; command: exit %d, stdout %q, stderr %q; log %q", in.pid, in.err, in.stdout, in.stderr, res.ExitCode, stdout, stderr, logs.String())
+	if in.err == nil || in.stdout != "" || !strings.Contains(in.stderr, "gave no password") {
+		t.Errorf("intruder got %q, %v, stderr %q; want refused", in.stdout, in.err, in.stderr)
+	}
+	if res.Err != nil || res.ExitCode != 0 || !strings.HasSuffix(stdout, "\n0\n") {
+		t.Errorf("command: got code %d, error %v, stdout %q, stderr %q; want sudo id -u to print 0", res.ExitCode, res.Err, stdout, stderr)
+	}
+	if log := logs.String(); !strings.Contains(log, fmt.Sprintf("outside the command's session; the password was not sent\" command=sudo peer_pid=%d peer_uid=%d", in.pid, uid)) || strings.Contains(log, password) {
+		t.Errorf("log %q; want the refusal with the intruder's pid, and no password", log)
+	}
+}
+
 // TestSudoPasswordMaskedAndHelperGone: the sudo password is masked when the
 // command prints it, the helper's directory belongs to the run-as user
 // alone, and it is gone when Run returns.
@@ -137,7 +218,7 @@ func TestSudoPasswordMaskedAndHelperGone(t *testing.T) {
 		t.Skip("the helper directory is handed to another user only by root")
 	}
 	res, rec := runSpec(t, context.Background(), Spec{
-		ID: "t", RunAs: "nobody", Command: `printf 'sudo-%s-9\n' pw; echo "$SUDO_ASKPASS"; ls -ld "$(dirname "$SUDO_ASKPASS")" | cut -d' ' -f1,3`,
+		ID: "t", RunAs: "nobody", Command: `printf 'sudo-%s-9\n' pw; echo "$SUDO_ASKPASS"; d=$(dirname "$SUDO_ASKPASS"); ls -ld "$d" | cut -d' ' -f1,3; ls -ld "$(dirname "$d")" | cut -d' ' -f1,3; ls "$(dirname "$d")" >/dev/null 2>&1 && echo listable || echo unlistable`,
 		SudoPassword: []byte("sudo-pw-9"), AskpassPath: exposedTestBinary(t),
 	})
 	lines := strings.Split(rec.text(Stdout), "\n")
@@ -149,6 +230,10 @@ func TestSudoPasswordMaskedAndHelperGone(t *testing.T) {
 	}
 	if lines[2] != "drwx------ nobody" {
 		t.Errorf("helper directory %q; want drwx------ nobody", lines[2])
+	}
+	// Other users cannot list the base to find the socket.
+	if len(lines) < 5 || lines[3] != "drwx--x--x root" || lines[4] != "unlistable" {
+		t.Errorf("base directory %q; want drwx--x--x root, unlistable", lines[3:])
 	}
 	if _, err := os.Stat(filepath.Dir(lines[1])); !os.IsNotExist(err) {
 		t.Errorf("helper directory %s after Run: %v; want it removed", filepath.Dir(lines[1]), err)
