@@ -290,8 +290,12 @@ func leftRunningReason(pid int, rebooted bool) string {
 	return reasonRestarted
 }
 
-// idField finds the ids in a damaged file.
-var idField = regexp.MustCompile(`"id"\s*:\s*("(?:[^"\\]|\\.){1,512}")`)
+// idField finds ids in a damaged journal. It is compiled on first use: its
+// bounded repetition costs about half a megabyte, which an agent with a
+// healthy journal should never pay.
+var idField = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`"id"\s*:\s*("(?:[^"\\]|\\.){1,512}")`)
+})
 
 // setAside moves a damaged file away and keeps what can be read of it.
 //
@@ -327,7 +331,7 @@ func (j *Journal) setAside(path string, raw []byte, cause error) error {
 // salvage returns the ids found before the "seen" key (entries) and after.
 func salvage(raw []byte) (entries, seen []string) {
 	split := strings.Index(string(raw), `"seen":`)
-	for _, m := range idField.FindAllSubmatchIndex(raw, -1) {
+	for _, m := range idField().FindAllSubmatchIndex(raw, -1) {
 		id, err := strconv.Unquote(string(raw[m[2]:m[3]]))
 		if err != nil || id == "" {
 			continue

@@ -72,7 +72,7 @@ func (c *Commands) Run(ctx context.Context, m *gridcityv1.RunCommand) {
 		}()
 		spec := runner.Spec{
 			ID: id, Command: m.GetCommand(), Timeout: time.Duration(m.GetTimeoutSeconds()) * time.Second, RunAs: c.runAs,
-			SudoPassword: m.GetSudoPassword(), AskpassPath: c.askpass,
+			SudoPassword: m.GetSudoPassword(), AskpassPath: c.askpass, Log: c.logger,
 			OnStart: func(pid int) {
 				if err := c.journal.Started(id, pid); err != nil {
 					c.logger.Error("journal start", "request", id, "err", err)
