@@ -68,21 +68,6 @@ func sectionEqual(fd protoreflect.FieldDescriptor, a, b proto.Message) bool {
 	return proto.Equal(ha, hc)
 }
 
-// Merge applies the update src onto the state dst: each section set in src
-// replaces dst's whole (and is shared, not copied), the rest of dst stays.
-// dst.Full is left as it is; collected_unix_ms follows src when src has one.
-func Merge(dst, src *gridcityv1.StateUpdate) {
-	if dst == nil || src == nil {
-		return
-	}
-	dr := dst.ProtoReflect()
-	src.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		if fd.Message() != nil {
-			dr.Set(fd, v)
-		}
-		return true
-	})
-	if ms := src.GetCollectedUnixMs(); ms != 0 {
-		dst.CollectedUnixMs = ms
-	}
-}
+// Merge applies the update src onto the state dst; see
+// gridcityv1.MergeState, which the coordinator uses too.
+func Merge(dst, src *gridcityv1.StateUpdate) { gridcityv1.MergeState(dst, src) }

@@ -7,12 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"time"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
 	"github.com/gridcity/gridcity/coordinator/internal/agentapi"
+	"github.com/gridcity/gridcity/coordinator/internal/loopback"
 	"github.com/gridcity/gridcity/coordinator/internal/pki"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
@@ -62,7 +62,7 @@ func cmdJoin(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		enc.SetIndent("", "  ")
 		return enc.Encode(map[string]any{"coordinator": addr, "token": token, "caPin": ca.Pin(), "joinLine": line.String(), "expiresAt": exp.UTC().Format(time.RFC3339), "singleUse": !*reusable})
 	}
-	if host, _, err := net.SplitHostPort(addr); err == nil && (host == "localhost" || net.ParseIP(host) != nil && net.ParseIP(host).IsLoopback()) {
+	if loopback.Host(addr) {
 		fmt.Fprintf(stderr, "note: this join line names %s, a loopback address: only an agent on this host can use it. Start the coordinator with --advertise HOST:PORT, or pass --coordinator HOST:PORT here.\n\n", addr)
 	}
 	use := "one agent"

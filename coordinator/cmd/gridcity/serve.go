@@ -18,6 +18,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/agentapi"
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/loopback"
 	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
 	"github.com/gridcity/gridcity/coordinator/internal/pki"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
@@ -58,7 +59,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if (*tlsCert == "") != (*tlsKey == "") {
 		return errors.New("--tls-cert and --tls-key go together")
 	}
-	if !loopbackBind(*httpAddr) {
+	if !loopback.Host(*httpAddr) {
 		if *tlsCert == "" && !*publicHTTP {
 			return fmt.Errorf("--http %s is reachable from other hosts: give --tls-cert and --tls-key, or --public-http if a TLS proxy sits in front", *httpAddr)
 		}
@@ -87,7 +88,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	adv := *advertise
 	if adv == "" {
 		adv = defaultAdvertise(*grpcAddr)
-		if loopbackBind(adv) {
+		if loopback.Host(adv) {
 			logger.Warn("join lines will name a loopback address, which only agents on this host can reach; set --advertise HOST:PORT", "advertise", adv)
 		}
 	}
@@ -217,18 +218,6 @@ func lockData(data string) (func(), error) {
 	f.Truncate(0)
 	fmt.Fprintf(f, "%d\n", os.Getpid())
 	return func() { f.Close() }, nil
-}
-
-func loopbackBind(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // defaultAdvertise picks the address agents should dial: the gRPC host if it

@@ -144,7 +144,7 @@ func (f *Fleet) Apply(name string, stream uint64, u *gridcityv1.StateUpdate) {
 	if u.GetFull() {
 		s.State = proto.Clone(u).(*gridcityv1.StateUpdate)
 	} else {
-		merge(s.State, u)
+		gridcityv1.MergeState(s.State, u)
 	}
 	s.LastSeen = f.now()
 	s.dirty = true
@@ -152,42 +152,6 @@ func (f *Fleet) Apply(name string, stream uint64, u *gridcityv1.StateUpdate) {
 		s.sample = true
 	}
 	f.notify()
-}
-
-// merge applies the sections set in src onto dst; a set section replaces
-// the old one whole.
-func merge(dst, src *gridcityv1.StateUpdate) {
-	dst.CollectedUnixMs = src.CollectedUnixMs
-	if src.Host != nil {
-		dst.Host = src.Host
-	}
-	if src.Cpu != nil {
-		dst.Cpu = src.Cpu
-	}
-	if src.Memory != nil {
-		dst.Memory = src.Memory
-	}
-	if src.Disks != nil {
-		dst.Disks = src.Disks
-	}
-	if src.Listeners != nil {
-		dst.Listeners = src.Listeners
-	}
-	if src.Connections != nil {
-		dst.Connections = src.Connections
-	}
-	if src.FailedUnits != nil {
-		dst.FailedUnits = src.FailedUnits
-	}
-	if src.Containers != nil {
-		dst.Containers = src.Containers
-	}
-	if src.Updates != nil {
-		dst.Updates = src.Updates
-	}
-	if src.Gaps != nil {
-		dst.Gaps = src.Gaps
-	}
 }
 
 // Servers returns copies of every server, sorted by name.
@@ -235,14 +199,9 @@ func (s *server) copy() Server {
 }
 
 func shallowState(u *gridcityv1.StateUpdate) *gridcityv1.StateUpdate {
-	if u == nil {
-		return &gridcityv1.StateUpdate{}
-	}
-	return &gridcityv1.StateUpdate{
-		Full: u.Full, CollectedUnixMs: u.CollectedUnixMs, Host: u.Host, Cpu: u.Cpu, Memory: u.Memory,
-		Disks: u.Disks, Listeners: u.Listeners, Connections: u.Connections, FailedUnits: u.FailedUnits,
-		Containers: u.Containers, Updates: u.Updates, Gaps: u.Gaps,
-	}
+	out := &gridcityv1.StateUpdate{Full: u.GetFull()}
+	gridcityv1.MergeState(out, u)
+	return out
 }
 
 // Watch returns a channel that receives (coalesced) whenever the fleet changes.

@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"golang.org/x/time/rate"
 
+	"github.com/gridcity/gridcity/coordinator/internal/loopback"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -222,8 +223,7 @@ func hasBearer(r *http.Request) bool {
 // evil.example. Cross-origin: any page calls the endpoint with its own
 // Origin. Both are refused.
 func checkHostOrigin(r *http.Request, allowed []string) string {
-	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if local != nil && isLoopbackAddr(local.String()) && !isLoopbackHost(r.Host) {
+	if loopback.Rebound(r) {
 		return fmt.Sprintf("Host %q is not a loopback name on a loopback connection (possible DNS rebinding); use http://127.0.0.1 or http://localhost", r.Host)
 	}
 	origin := r.Header.Get("Origin")
@@ -239,32 +239,10 @@ func checkHostOrigin(r *http.Request, allowed []string) string {
 	if err != nil || u.Host == "" {
 		return fmt.Sprintf("Origin %q is not a valid origin", origin)
 	}
-	if isLoopbackHost(u.Host) && isLoopbackHost(r.Host) {
+	if loopback.Host(u.Host) && loopback.Host(r.Host) {
 		return ""
 	}
 	return fmt.Sprintf("Origin %q may not call this endpoint; MCP clients send no Origin, and browsers from other sites are refused", origin)
-}
-
-func isLoopbackAddr(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		host = hostport
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-func isLoopbackHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.Trim(host, "[]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func remoteHost(r *http.Request) string {

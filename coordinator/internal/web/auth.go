@@ -48,6 +48,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/time/rate"
 
+	"github.com/gridcity/gridcity/coordinator/internal/loopback"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -442,34 +443,8 @@ func remoteHost(r *http.Request) string {
 // On a connection that arrived on a loopback address, the Host must
 // therefore be a loopback name. This mirrors the MCP endpoint's guard.
 func checkHost(r *http.Request) string {
-	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if local != nil && isLoopbackAddr(local.String()) && !isLoopbackHost(r.Host) {
+	if loopback.Rebound(r) {
 		return fmt.Sprintf("Host %q is not a loopback name on a loopback connection (possible DNS rebinding); open the app at http://127.0.0.1 or http://localhost", r.Host)
 	}
 	return ""
-}
-
-// isLoopbackAddr reports whether host:port (or a bare host) is a loopback IP.
-func isLoopbackAddr(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		host = hostport
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// isLoopbackHost reports whether a Host header names loopback: localhost,
-// a 127.0.0.0/8 address or [::1], with any port or none.
-func isLoopbackHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.Trim(host, "[]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

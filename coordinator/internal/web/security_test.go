@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gridcity/gridcity/coordinator/internal/command"
+	"github.com/gridcity/gridcity/coordinator/internal/loopback"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -297,8 +298,8 @@ func TestLoopbackNames(t *testing.T) {
 		"localhost": true, "LOCALHOST:4600": true, "127.0.0.1": true, "127.1.2.3:1": true, "[::1]:4600": true, "[::1]": true, "::1": true,
 		"": false, "evil.example": false, "localhost.evil.example": false, "127.0.0.1.nip.io": false, "0.0.0.0": false, "[::]:80": false, "10.0.0.1": false,
 	} {
-		if got := isLoopbackHost(host); got != want {
-			t.Errorf("isLoopbackHost(%q) = %v; want %v", host, got, want)
+		if got := loopback.Host(host); got != want {
+			t.Errorf("loopback.Host(%q) = %v; want %v", host, got, want)
 		}
 	}
 }
