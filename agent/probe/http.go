@@ -82,7 +82,7 @@ func probeHTTP(ctx context.Context, scheme, target string) Result {
 	res := Result{OK: resp.StatusCode < 500, TLSNotAfter: notAfter,
 		Metrics: map[string]float64{"status_code": float64(resp.StatusCode)}}
 	if !res.OK {
-		res.Reason = "HTTP " + resp.Status
+		res.Reason = statusText(resp)
 	}
 	tlsMetrics(&res)
 	return res
@@ -130,4 +130,13 @@ func tlsMetrics(res *Result) {
 		res.Metrics = map[string]float64{}
 	}
 	res.Metrics["days_left"] = time.Until(res.TLSNotAfter).Hours() / 24
+}
+
+// statusText is "HTTP 503 Service Unavailable": the standard text rather than the server's own
+// ("Service Temporarily Unavailable" from nginx), so that one failure reads the same everywhere.
+func statusText(resp *http.Response) string {
+	if t := http.StatusText(resp.StatusCode); t != "" {
+		return fmt.Sprintf("HTTP %d %s", resp.StatusCode, t)
+	}
+	return "HTTP " + resp.Status
 }

@@ -31,9 +31,9 @@ func probeS3(ctx context.Context, target string) Result {
 	case resp.StatusCode == http.StatusMovedPermanently && resp.Header.Get("X-Amz-Bucket-Region") != "":
 		res.OK = true
 	case resp.StatusCode == http.StatusNotFound:
-		res.Reason = "bucket not found (HTTP " + resp.Status + ")"
+		res.Reason = "bucket not found (" + statusText(resp) + ")"
 	default:
-		res.Reason = "HTTP " + resp.Status
+		res.Reason = statusText(resp)
 	}
 	tlsMetrics(&res)
 	return res
