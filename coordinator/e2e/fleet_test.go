@@ -260,3 +260,15 @@ func TestSnapshotJSON(t *testing.T) {
 		}
 	}
 }
+
+// A config with a mistake is refused at start, with the file, the line and
+// the reason.
+func TestBadConfigRefusedAtStart(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "gridcity.yaml")
+	os.WriteFile(path, []byte("resources:\n  - id: orders-db\n    kind: database\n    engine: postgress\n    target: 10.0.4.20:5432\n"), 0o600)
+	_, err := run(t, "gridcity", "serve", "--data", t.TempDir(), "--config", path, "--http", freePort(t), "--grpc", freePort(t))
+	if err == nil || !strings.Contains(err.Error(), "gridcity.yaml:4") || !strings.Contains(err.Error(), "postgress") {
+		t.Fatalf("got %v; want the file, line 4 and the unknown engine", err)
+	}
+}

@@ -24,7 +24,7 @@ var version = "dev"
 const usage = `gridcity — the coordinator of a gridcity fleet
 
 Usage:
-  gridcity serve    [--data DIR] [--http ADDR] [--grpc ADDR] [--advertise HOST:PORT]
+  gridcity serve    [--data DIR] [--config FILE] [--http ADDR] [--grpc ADDR] [--advertise HOST:PORT]
   gridcity join     [--data DIR] [--ttl DURATION] [--reusable] [--json]
   gridcity mcp      [--data DIR] [--json]
   gridcity token    create NAME [--scope read|operate] [--json] | list [--json] | revoke NAME

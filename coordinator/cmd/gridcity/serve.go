@@ -17,11 +17,13 @@ import (
 
 	"github.com/gridcity/gridcity/coordinator/internal/agentapi"
 	"github.com/gridcity/gridcity/coordinator/internal/command"
+	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
 	"github.com/gridcity/gridcity/coordinator/internal/loopback"
 	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
 	"github.com/gridcity/gridcity/coordinator/internal/pki"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
+	"github.com/gridcity/gridcity/coordinator/internal/topology"
 	"github.com/gridcity/gridcity/coordinator/internal/web"
 )
 
@@ -43,6 +45,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	tlsCert := fs.String("tls-cert", "", "certificate file for HTTPS on --http")
 	tlsKey := fs.String("tls-key", "", "key file for HTTPS on --http")
 	publicHTTP := fs.Bool("public-http", false, "allow plain HTTP on a non-loopback --http address (put TLS in front of it)")
+	configPath := fs.String("config", "", "YAML file: districts, resources, links, probe defaults, runbooks")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -66,6 +69,12 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		logger.Warn("HTTP listens on a non-loopback address; the MCP endpoint and the app are reachable from the network", "http", *httpAddr)
 	}
 
+	cfg := config.Default()
+	if *configPath != "" {
+		if cfg, err = config.Load(*configPath); err != nil {
+			return err // every problem, with its line
+		}
+	}
 	unlock, err := lockData(*data)
 	if err != nil {
 		return err
@@ -83,6 +92,21 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fl, err := fleet.New(ctx, st, logger)
 	if err != nil {
 		return fmt.Errorf("load fleet: %w", err)
+	}
+	if *configPath != "" {
+		// Names that are neither resources nor enrolled servers may be
+		// servers yet to enroll: say so, but start.
+		agents, err := st.Agents(ctx)
+		if err != nil {
+			return err
+		}
+		var names []string
+		for _, a := range agents {
+			names = append(names, a.Name)
+		}
+		if err := cfg.Validate(names); err != nil {
+			logger.Warn("the config names servers that have not enrolled yet; they join the topology when they do", "problems", err.Error())
+		}
 	}
 	api := agentapi.New(agentapi.DefaultConfig(), st, ca, fl, logger)
 	adv := *advertise
@@ -127,7 +151,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	api.SetCommands(cmds)
 
 	mux := http.NewServeMux()
-	deps := mcpserver.Deps{Fleet: fl, Store: st, Commands: cmds, AppURL: appURL, Logger: logger}
+	deps := mcpserver.Deps{Fleet: fl, Store: st, Commands: cmds, Topology: topology.New(cfg, fl), AppURL: appURL, Logger: logger}
 	mux.Handle("/mcp", mcpserver.Handler(deps, mcpserver.DefaultGuardConfig()))
 	// Behind a TLS proxy (--public-http) the browser sees https too.
 	mux.Handle("/", web.New(web.Config{Secure: info.TLS || *publicHTTP}, cmds, st, logger))

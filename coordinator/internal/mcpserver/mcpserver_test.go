@@ -18,8 +18,10 @@ import (
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
 	"github.com/gridcity/gridcity/coordinator/internal/command"
+	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
+	"github.com/gridcity/gridcity/coordinator/internal/topology"
 )
 
 // nopDispatcher drops commands: these tests stop at the agent boundary.
@@ -53,8 +55,12 @@ func newEnv(t *testing.T, guard GuardConfig) *env {
 		t.Fatal(err)
 	}
 	cmds := command.New(command.Config{}, st, f, nopDispatcher{}, logger)
+	cfg, err := config.Parse(strings.NewReader(testConfig), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", Handler(Deps{Fleet: f, Store: st, Commands: cmds, AppURL: "http://127.0.0.1:4600/", Logger: logger,
+	mux.Handle("/mcp", Handler(Deps{Fleet: f, Store: st, Commands: cmds, Topology: topology.New(cfg, f), AppURL: "http://127.0.0.1:4600/", Logger: logger,
 		RunWait: 300 * time.Millisecond, WaitAgain: 5 * time.Second}, guard))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -399,5 +405,83 @@ func TestRunCommandSendsProgress(t *testing.T) {
 	defer mu.Unlock()
 	if len(got) == 0 || !strings.Contains(got[0], "approve it in the gridcity app") {
 		t.Fatalf("progress notifications %q; want one saying it waits for approval", got)
+	}
+}
+
+const testConfig = `
+districts:
+  - id: shop
+    name: Shop
+    members: [api-1, orders-db, shop.example]
+resources:
+  - id: orders-db
+    kind: database
+    engine: postgres
+    target: 10.0.4.20:5432
+  - id: cache
+    kind: database
+    engine: redis
+    target: 10.0.4.30:6379
+  - id: shop.example
+    kind: probe
+    engine: https
+    target: https://shop.example/health
+links:
+  - {from: api-1, to: orders-db}
+  - {from: shop.example, to: api-1}
+runbooks:
+  - name: restart-postgres
+    description: Restart PostgreSQL on a database server
+    command: systemctl restart postgresql
+    readOnly: false
+    match: {engine: postgres}
+`
+
+func TestTopologyAndRunbooks(t *testing.T) {
+	e := newEnv(t, DefaultGuardConfig())
+	id := e.fleet.Connect(&gridcityv1.Hello{Name: "api-1", District: "shop"})
+	// api-1 talks to the cache: a discovered link.
+	e.fleet.Apply("api-1", id, &gridcityv1.StateUpdate{Full: true, Connections: &gridcityv1.Connections{Items: []*gridcityv1.Connection{
+		{RemoteAddress: "10.0.4.30", RemotePort: 6379, Count: 3}, {RemoteAddress: "10.0.4.20", RemotePort: 5432, Count: 1}, {RemoteAddress: "192.0.2.1", RemotePort: 443, Count: 1}}}})
+	cs := e.client(t, e.token)
+	call := func(args map[string]any) (*mcp.CallToolResult, TopologyOutput) {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "get_topology", Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out TopologyOutput
+		b, _ := json.Marshal(res.StructuredContent)
+		json.Unmarshal(b, &out)
+		return res, out
+	}
+	_, all := call(map[string]any{})
+	if len(all.Districts) != 1 || strings.Join(all.Districts[0].Members, ",") != "api-1,orders-db,shop.example" {
+		t.Fatalf("districts %+v", all.Districts)
+	}
+	var links []string
+	for _, l := range all.Links {
+		links = append(links, l.From+">"+l.To+":"+l.Source)
+	}
+	if got := strings.Join(links, " "); got != "api-1>cache:discovered api-1>orders-db:declared shop.example>api-1:declared" {
+		t.Fatalf("links %s", got)
+	}
+	_, db := call(map[string]any{"target": "orders-db"})
+	if db.Kind != "database" || strings.Join(db.UsedBy, ",") != "api-1" || strings.Join(db.BlastRadius, ",") != "api-1,shop.example" || len(db.Uses) != 0 {
+		t.Fatalf("orders-db %+v", db)
+	}
+	res, _ := call(map[string]any{"target": "orders-dbb"})
+	if !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, `unknown target "orders-dbb"; known targets: orders-db`) {
+		t.Fatalf("unknown target: %+v", res.Content)
+	}
+
+	rb, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "list_runbooks", Arguments: map[string]any{}})
+	if err != nil || rb.IsError {
+		t.Fatal(err, rb)
+	}
+	var out RunbooksOutput
+	b, _ := json.Marshal(rb.StructuredContent)
+	json.Unmarshal(b, &out)
+	if len(out.Runbooks) != 1 || out.Runbooks[0].Match["engine"] != "postgres" || out.Runbooks[0].ReadOnly {
+		t.Fatalf("runbooks %+v", out)
 	}
 }

@@ -6,6 +6,7 @@ package mcpserver
 import (
 	"context"
 	"fmt"
+	"strings"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
+	"github.com/gridcity/gridcity/coordinator/internal/topology"
 )
 
 // Tier classifies a tool by what calling it can do.
@@ -34,6 +36,8 @@ type Deps struct {
 	Fleet    *fleet.Fleet
 	Store    store.Store
 	Commands *command.Service
+	// Topology builds the graph of servers, resources, districts and links.
+	Topology *topology.Source
 	// AppURL is where people approve commands, for the tools' messages.
 	AppURL string
 	// RunWait and WaitAgain bound the waits of run_command and
@@ -55,6 +59,8 @@ type tool struct {
 // fails when a tool's annotations disagree with its tier.
 var tools = []tool{
 	{name: "list_servers", tier: TierReadOnly, add: addListServers},
+	{name: "get_topology", tier: TierReadOnly, add: addGetTopology},
+	{name: "list_runbooks", tier: TierReadOnly, add: addListRunbooks},
 	{name: "run_command", tier: TierGated, operate: true, add: addRunCommand},
 	{name: "wait_for_command", tier: TierReadOnly, operate: true, add: addWaitForCommand},
 }
@@ -165,4 +171,44 @@ func (m minLevel) WithAttrs(a []slog.Attr) slog.Handler {
 
 func (m minLevel) WithGroup(g string) slog.Handler {
 	return minLevel{Handler: m.Handler.WithGroup(g), min: m.min}
+}
+
+// closeMatches suggests known names near an unknown one.
+func closeMatches(want string, known []string) string {
+	var near []string
+	for _, k := range known {
+		if strings.Contains(k, want) || strings.Contains(want, k) || levenshtein(k, want) <= 2 {
+			near = append(near, k)
+		}
+	}
+	if len(near) == 0 {
+		near = known
+	}
+	if len(near) == 0 {
+		return "none"
+	}
+	if len(near) > 10 {
+		near = append(near[:10:10], fmt.Sprintf("and %d more", len(near)-10))
+	}
+	return strings.Join(near, ", ")
+}
+
+func levenshtein(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
