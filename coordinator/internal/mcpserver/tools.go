@@ -6,10 +6,10 @@ package mcpserver
 import (
 	"context"
 	"fmt"
-	"strings"
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"

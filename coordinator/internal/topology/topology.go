@@ -151,4 +151,3 @@ func Endpoint(engine, target string) string {
 	}
 	return net.JoinHostPort(strings.Trim(host, "[]"), port)
 }
-
