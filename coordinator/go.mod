@@ -6,6 +6,7 @@ require (
 	github.com/chromedp/cdproto v0.160.1
 	github.com/chromedp/chromedp v0.23.1
 	github.com/google/jsonschema-go v0.4.3
+	github.com/gridcity/gridcity/agent v0.0.0-00010101000000-000000000000
 	github.com/gridcity/gridcity/proto v0.0.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	go.yaml.in/yaml/v3 v3.0.6
@@ -38,3 +39,5 @@ require (
 )
 
 replace github.com/gridcity/gridcity/proto => ../proto
+
+replace github.com/gridcity/gridcity/agent => ../agent

@@ -38,8 +38,8 @@ func TestTypeScriptClient(t *testing.T) {
 
 	// A read token sees no command tools; an operate token sees them all.
 	for _, tc := range []struct{ name, token, tools string }{
-		{"operate", tok, "list_servers,get_topology,list_runbooks,run_command,wait_for_command"},
-		{"read", read.Token, "list_servers,get_topology,list_runbooks"},
+		{"operate", tok, "list_servers,incident_report,get_topology,list_resources,list_runbooks,run_command,wait_for_command"},
+		{"read", read.Token, "list_servers,incident_report,get_topology,list_resources,list_runbooks"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command("node", "tsclient/client.mjs", "--endpoint", "http://"+c.http+"/mcp", "--token", tc.token,

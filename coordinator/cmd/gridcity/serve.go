@@ -22,6 +22,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/loopback"
 	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
 	"github.com/gridcity/gridcity/coordinator/internal/pki"
+	"github.com/gridcity/gridcity/coordinator/internal/resources"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 	"github.com/gridcity/gridcity/coordinator/internal/topology"
 	"github.com/gridcity/gridcity/coordinator/internal/web"
@@ -151,7 +152,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	api.SetCommands(cmds)
 
 	mux := http.NewServeMux()
-	deps := mcpserver.Deps{Fleet: fl, Store: st, Commands: cmds, Topology: topology.New(cfg, fl), AppURL: appURL, Logger: logger}
+	prober := resources.New(cfg, logger)
+	deps := mcpserver.Deps{Fleet: fl, Store: st, Commands: cmds, Topology: topology.New(cfg, fl, prober), Resources: prober, AppURL: appURL, Logger: logger}
 	mux.Handle("/mcp", mcpserver.Handler(deps, mcpserver.DefaultGuardConfig()))
 	// Behind a TLS proxy (--public-http) the browser sees https too.
 	mux.Handle("/", web.New(web.Config{Secure: info.TLS || *publicHTTP}, cmds, st, logger))
@@ -184,6 +186,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	errs := make(chan error, 2)
 	wg.Go(func() { fl.Run(ctx, 2*time.Second) })
 	wg.Go(func() { cmds.Run(ctx) })
+	wg.Go(func() { prober.Run(ctx) })
 	wg.Go(func() {
 		if err := gs.Serve(gl); err != nil {
 			errs <- fmt.Errorf("gRPC server: %w", err)

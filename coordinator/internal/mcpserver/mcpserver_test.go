@@ -20,6 +20,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/resources"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 	"github.com/gridcity/gridcity/coordinator/internal/topology"
 )
@@ -59,8 +60,9 @@ func newEnv(t *testing.T, guard GuardConfig) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	prober := resources.New(cfg, logger)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", Handler(Deps{Fleet: f, Store: st, Commands: cmds, Topology: topology.New(cfg, f), AppURL: "http://127.0.0.1:4600/", Logger: logger,
+	mux.Handle("/mcp", Handler(Deps{Fleet: f, Store: st, Commands: cmds, Topology: topology.New(cfg, f, prober), Resources: prober, AppURL: "http://127.0.0.1:4600/", Logger: logger,
 		RunWait: 300 * time.Millisecond, WaitAgain: 5 * time.Second}, guard))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/resources"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 	"github.com/gridcity/gridcity/coordinator/internal/topology"
 )
@@ -38,6 +39,8 @@ type Deps struct {
 	Commands *command.Service
 	// Topology builds the graph of servers, resources, districts and links.
 	Topology *topology.Source
+	// Resources holds the probed state of the config's resources.
+	Resources *resources.Prober
 	// AppURL is where people approve commands, for the tools' messages.
 	AppURL string
 	// RunWait and WaitAgain bound the waits of run_command and
@@ -59,7 +62,9 @@ type tool struct {
 // fails when a tool's annotations disagree with its tier.
 var tools = []tool{
 	{name: "list_servers", tier: TierReadOnly, add: addListServers},
+	{name: "incident_report", tier: TierReadOnly, add: addIncidentReport},
 	{name: "get_topology", tier: TierReadOnly, add: addGetTopology},
+	{name: "list_resources", tier: TierReadOnly, add: addListResources},
 	{name: "list_runbooks", tier: TierReadOnly, add: addListRunbooks},
 	{name: "run_command", tier: TierGated, operate: true, add: addRunCommand},
 	{name: "wait_for_command", tier: TierReadOnly, operate: true, add: addWaitForCommand},

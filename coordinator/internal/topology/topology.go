@@ -14,6 +14,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
 	"github.com/gridcity/gridcity/coordinator/internal/graph"
+	"github.com/gridcity/gridcity/coordinator/internal/resources"
 )
 
 // Servers lists the fleet's servers.
@@ -21,18 +22,24 @@ type Servers interface {
 	Servers() []fleet.Server
 }
 
-// Source builds graphs from the config and the live fleet.
-type Source struct {
-	cfg     *config.Config
-	servers Servers
+// Resources gives the probed state of resources.
+type Resources interface {
+	State(id string) (resources.State, bool)
 }
 
-// New returns a source.
-func New(cfg *config.Config, servers Servers) *Source {
+// Source builds graphs from the config and the live fleet.
+type Source struct {
+	cfg       *config.Config
+	servers   Servers
+	resources Resources
+}
+
+// New returns a source; res may be nil (resources then count as healthy).
+func New(cfg *config.Config, servers Servers, res Resources) *Source {
 	if cfg == nil {
 		cfg = config.Default()
 	}
-	return &Source{cfg: cfg, servers: servers}
+	return &Source{cfg: cfg, servers: servers, resources: res}
 }
 
 // Config is the coordinator config in use.
@@ -57,7 +64,13 @@ func (s *Source) Graph() (*graph.Graph, error) {
 		if name == "" {
 			name = r.ID
 		}
-		targets = append(targets, graph.Target{ID: r.ID, Name: name, Kind: r.Kind})
+		t := graph.Target{ID: r.ID, Name: name, Kind: r.Kind, Status: "unknown"}
+		if s.resources != nil {
+			if st, ok := s.resources.State(r.ID); ok {
+				t.Troubled, t.Status, t.Reason, t.Since = st.Troubled, st.Status, st.Reason, st.Since
+			}
+		}
+		targets = append(targets, t)
 		known[r.ID] = true
 		if ep := Endpoint(r.Engine, r.Target); ep != "" {
 			endpoints[ep] = r.ID

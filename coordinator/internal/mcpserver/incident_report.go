@@ -1,0 +1,75 @@
+package mcpserver
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// IncidentOutput is incident_report's result.
+type IncidentOutput struct {
+	Healthy     int             `json:"healthy"`
+	Total       int             `json:"total"`
+	RootCauses  []RootCauseView `json:"rootCauses" jsonschema:"troubled targets none of whose dependencies is troubled: fix these first"`
+	Troubled    []TroubledView  `json:"troubled" jsonschema:"every troubled target, with the root cause it is explained by"`
+	GeneratedAt string          `json:"generatedAt"`
+}
+
+type RootCauseView struct {
+	ID       string   `json:"id"`
+	Name     string   `json:"name"`
+	Kind     string   `json:"kind"`
+	Status   string   `json:"status"`
+	Reason   string   `json:"reason"`
+	Since    string   `json:"since,omitempty"`
+	Explains []string `json:"explains" jsonschema:"troubled targets that depend on it: they should recover when it does"`
+	AtRisk   []string `json:"atRisk" jsonschema:"healthy targets that depend on it"`
+	// AtRiskCount is the full count when atRisk was cut short.
+	AtRiskCount int `json:"atRiskCount"`
+}
+
+type TroubledView struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Kind      string `json:"kind"`
+	Status    string `json:"status"`
+	Reason    string `json:"reason"`
+	Since     string `json:"since,omitempty"`
+	RootCause string `json:"rootCause"`
+}
+
+// maxAtRisk bounds each root cause's atRisk list; atRiskCount has the rest.
+const maxAtRisk = 100
+
+func addIncidentReport(s *mcp.Server, d Deps) {
+	mcp.AddTool(s, &mcp.Tool{
+		Name:  "incident_report",
+		Title: "Incident report",
+		Description: "Answer \"what is broken?\" with root causes rather than a list of alarms: how many targets are healthy, the root causes " +
+			"(troubled targets whose own dependencies are healthy) with what each one explains and what is at risk, and every troubled target with its root cause. " +
+			"Servers are troubled when their agent is offline; resources when they fail enough probes in a row. Call diagnose or get_topology on a root cause next.",
+		Annotations:  readOnly("Incident report"),
+		OutputSchema: outputSchema[IncidentOutput](),
+	}, func(ctx context.Context, req *mcp.CallToolRequest, _ NoInput) (*mcp.CallToolResult, IncidentOutput, error) {
+		g, err := d.Topology.Graph()
+		if err != nil {
+			return nil, IncidentOutput{}, fmt.Errorf("the topology cannot be built: %v", err)
+		}
+		rep := g.Incidents()
+		out := IncidentOutput{Healthy: rep.Healthy, Total: rep.Total, RootCauses: []RootCauseView{}, Troubled: []TroubledView{}, GeneratedAt: rfc3339(time.Now())}
+		for _, rc := range rep.RootCauses {
+			atRisk := rc.AtRisk
+			if len(atRisk) > maxAtRisk {
+				atRisk = atRisk[:maxAtRisk]
+			}
+			out.RootCauses = append(out.RootCauses, RootCauseView{ID: rc.ID, Name: rc.Name, Kind: rc.Kind, Status: rc.Status, Reason: rc.Reason,
+				Since: rfc3339(rc.Since), Explains: orEmpty(rc.Explains), AtRisk: orEmpty(atRisk), AtRiskCount: len(rc.AtRisk)})
+		}
+		for _, t := range rep.Troubled {
+			out.Troubled = append(out.Troubled, TroubledView{ID: t.ID, Name: t.Name, Kind: t.Kind, Status: t.Status, Reason: t.Reason, Since: rfc3339(t.Since), RootCause: t.RootCause})
+		}
+		return nil, out, nil
+	})
+}
