@@ -42,6 +42,8 @@ func cmdReport(args []string) error {
 	benchRe := fs.String("bench", "^BenchmarkCollect", "which Go benchmarks to run")
 	benchtime := fs.String("benchtime", "500ms", "-test.benchtime")
 	count := fs.Int("count", 5, "-test.count: runs of each Go benchmark; the median is reported")
+	var more multi
+	fs.Var(&more, "gobench", "more Go benchmarks, BIN|DIR|REGEXP (repeatable): e.g. the graph's incident report on 10,000 targets")
 	commit := fs.String("commit", "", "the commit measured")
 	outDir := fs.String("out", "bench", "where report.json and report.md go")
 	if err := fs.Parse(args); err != nil {
@@ -90,6 +92,20 @@ func cmdReport(args []string) error {
 			skipped = append(skipped, "Go benchmarks failed: "+err.Error())
 		} else if len(br) == 0 {
 			skipped = append(skipped, "Go benchmarks: none matched "+*benchRe+".")
+		}
+		rows = append(rows, br...)
+	}
+
+	for _, m := range more {
+		parts := strings.SplitN(m, "|", 3)
+		if len(parts) != 3 {
+			return fmt.Errorf("-gobench %q: want BIN|DIR|REGEXP", m)
+		}
+		fmt.Fprintf(os.Stderr, "gridcity-bench: running the Go benchmarks %s in %s (%d × %s)\n", parts[2], parts[1], *count, *benchtime)
+		br, err := goBench(parts[0], parts[1], parts[2], *benchtime, *count)
+		if err != nil {
+			benchErr = err
+			skipped = append(skipped, "Go benchmarks failed: "+err.Error())
 		}
 		rows = append(rows, br...)
 	}
@@ -377,3 +393,9 @@ func machine() string {
 	}
 	return fmt.Sprintf("%d × %s%s%s%s", runtime.NumCPU(), model, memNote, kernel, osName)
 }
+
+// multi is a repeatable string flag.
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, ", ") }
+func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
