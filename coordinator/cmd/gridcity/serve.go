@@ -153,6 +153,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	mux := http.NewServeMux()
 	prober := resources.New(cfg, logger)
+	for _, r := range cfg.Resources {
+		if len(r.ProbeFrom) > 0 {
+			logger.Warn("probeFrom is not honoured yet: this resource is probed from the coordinator", "resource", r.ID, "probeFrom", r.ProbeFrom)
+		}
+	}
 	deps := mcpserver.Deps{Fleet: fl, Store: st, Commands: cmds, Topology: topology.New(cfg, fl, prober), Resources: prober, AppURL: appURL, Logger: logger}
 	mux.Handle("/mcp", mcpserver.Handler(deps, mcpserver.DefaultGuardConfig()))
 	// Behind a TLS proxy (--public-http) the browser sees https too.
