@@ -97,6 +97,21 @@ var migrations = []string{
 	// once more.
 	`DELETE FROM sessions;
 	ALTER TABLE sessions ADD COLUMN csrf_hash BLOB NOT NULL DEFAULT x'';`,
+	// 4: incidents, one per spell of a target being a root cause, with its
+	// start and end (0 while open) so that the history survives a restart;
+	// explains is a JSON array of target ids. A target has at most one open
+	// incident.
+	`CREATE TABLE incidents (
+		id INTEGER PRIMARY KEY AUTOINCREMENT,
+		target TEXT NOT NULL,
+		kind TEXT NOT NULL,
+		reason TEXT NOT NULL,
+		started_at INTEGER NOT NULL,
+		ended_at INTEGER NOT NULL DEFAULT 0,
+		explains TEXT NOT NULL DEFAULT '[]'
+	);
+	CREATE UNIQUE INDEX incidents_open_target ON incidents(target) WHERE ended_at = 0;
+	CREATE INDEX incidents_started ON incidents(started_at);`,
 }
 
 // OpenSQLite opens (creating if needed) the store at dir/gridcity.db.

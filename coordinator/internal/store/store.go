@@ -84,7 +84,36 @@ type Store interface {
 	Audit(ctx context.Context, requestID string, limit int) ([]AuditEntry, error)
 
 	Close() error
+
+	// OpenIncident records a new open incident (its ID and EndedAt are
+	// ignored) and returns its id; ErrExists when the target already has an
+	// open one.
+	OpenIncident(ctx context.Context, in Incident) (int64, error)
+	// UpdateIncident replaces an open incident's reason and explains;
+	// ErrNotFound when no open incident has that id.
+	UpdateIncident(ctx context.Context, id int64, reason string, explains []string) error
+	// EndIncident closes an open incident at at (never before its start);
+	// ErrNotFound when no open incident has that id.
+	EndIncident(ctx context.Context, id int64, at time.Time) error
+	// OpenIncidents lists the incidents not yet ended, oldest first.
+	OpenIncidents(ctx context.Context) ([]Incident, error)
+	// Incidents lists incidents, open and ended, newest start first, at most limit.
+	Incidents(ctx context.Context, limit int) ([]Incident, error)
 }
+
+// Incident is one spell of a target being a root cause.
+type Incident struct {
+	ID        int64
+	Target    string
+	Kind      string
+	Reason    string // the target's latest error text
+	StartedAt time.Time
+	EndedAt   time.Time // zero while open
+	Explains  []string  // troubled targets it explains, latest known
+}
+
+// Open reports whether the incident has not ended.
+func (in Incident) Open() bool { return in.EndedAt.IsZero() }
 
 // Approver is a person who may approve or deny commands in the app.
 type Approver struct {

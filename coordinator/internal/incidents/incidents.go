@@ -1,0 +1,237 @@
+// Package incidents turns the incident report into a recorded history: an
+// incident opens when a target becomes a root cause, follows its reason and
+// what it explains, and ends when it is a root cause no more. Incidents are
+// kept in the store, so a restart neither loses the history nor resets the
+// start of a trouble that is still going on.
+//
+// Flapping is damped upstream (a resource is troubled only after several
+// failed checks in a row), so the tracker simply follows the report.
+package incidents
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gridcity/gridcity/coordinator/internal/graph"
+	"github.com/gridcity/gridcity/coordinator/internal/store"
+)
+
+// Tracker records the root causes of successive incident reports as
+// incidents. Its methods are safe for concurrent use.
+type Tracker struct {
+	st     store.Store
+	report func() (graph.Report, error)
+	logger *slog.Logger
+
+	// work serializes Load and Observe, which write to the store.
+	work   sync.Mutex
+	loaded bool
+	// lastEnd is when each target's last incident ended in this process,
+	// so that a new one never starts before it.
+	lastEnd map[string]time.Time
+
+	// mu guards open, which mirrors exactly the open incidents committed to
+	// the store, by target.
+	mu   sync.RWMutex
+	open map[string]store.Incident
+}
+
+// New returns a tracker over the store; report computes the current
+// incident report (typically building the topology and calling Incidents).
+func New(st store.Store, report func() (graph.Report, error), logger *slog.Logger) *Tracker {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Tracker{st: st, report: report, logger: logger, lastEnd: map[string]time.Time{}, open: map[string]store.Incident{}}
+}
+
+// Load reads the open incidents from the store. After a restart, an
+// incident that is still a root cause at the next Observe keeps its
+// original start; one that is not is ended then. Observe loads on its own
+// when Load was not called or failed.
+func (t *Tracker) Load(ctx context.Context) error {
+	t.work.Lock()
+	defer t.work.Unlock()
+	return t.load(ctx)
+}
+
+func (t *Tracker) load(ctx context.Context) error {
+	ins, err := t.st.OpenIncidents(ctx)
+	if err != nil {
+		return fmt.Errorf("load open incidents: %w", err)
+	}
+	open := make(map[string]store.Incident, len(ins))
+	for _, in := range ins {
+		open[in.Target] = in
+	}
+	t.mu.Lock()
+	t.open = open
+	t.mu.Unlock()
+	t.loaded = true
+	return nil
+}
+
+// Observe computes the report and brings the incidents in line with it:
+// it ends the incidents of targets that are no longer root causes, updates
+// the reason and explains of those still open when they changed, and opens
+// one for each new root cause, starting when the target became troubled
+// (the report's Since) or at now when that is unknown. Each write is
+// committed before the next and only then reflected in Since; the first
+// failing write stops Observe with its error, and the next Observe carries
+// on from what was committed.
+func (t *Tracker) Observe(ctx context.Context, now time.Time) error {
+	t.work.Lock()
+	defer t.work.Unlock()
+	if !t.loaded {
+		if err := t.load(ctx); err != nil {
+			return err
+		}
+	}
+	rep, err := t.report()
+	if err != nil {
+		return fmt.Errorf("incident report: %w", err)
+	}
+	roots := make(map[string]graph.RootCause, len(rep.RootCauses))
+	for _, rc := range rep.RootCauses {
+		roots[rc.ID] = rc
+	}
+
+	t.mu.RLock()
+	open := make([]store.Incident, 0, len(t.open))
+	for _, in := range t.open {
+		open = append(open, in)
+	}
+	t.mu.RUnlock()
+	slices.SortFunc(open, func(a, b store.Incident) int { return cmp.Compare(a.ID, b.ID) })
+
+	// Ends first, so that the history reads in order when a root cause moves.
+	for _, in := range open {
+		if _, still := roots[in.Target]; still {
+			continue
+		}
+		if err := t.st.EndIncident(ctx, in.ID, now); err != nil {
+			t.reloadIfStale(err)
+			return fmt.Errorf("end the incident on %s: %w", in.Target, err)
+		}
+		t.mu.Lock()
+		delete(t.open, in.Target)
+		t.mu.Unlock()
+		t.lastEnd[in.Target] = now
+		t.logger.Info("incident ended", "target", in.Target, "incident", in.ID, "started", in.StartedAt, "duration", now.Sub(in.StartedAt).Round(time.Second))
+	}
+	for _, in := range open {
+		rc, still := roots[in.Target]
+		if !still || (rc.Reason == in.Reason && slices.Equal(rc.Explains, in.Explains)) {
+			continue
+		}
+		explains := slices.Clone(rc.Explains)
+		if explains == nil {
+			explains = []string{}
+		}
+		if err := t.st.UpdateIncident(ctx, in.ID, rc.Reason, explains); err != nil {
+			t.reloadIfStale(err)
+			return fmt.Errorf("update the incident on %s: %w", in.Target, err)
+		}
+		in.Reason, in.Explains = rc.Reason, explains
+		t.mu.Lock()
+		t.open[in.Target] = in
+		t.mu.Unlock()
+	}
+	for _, rc := range rep.RootCauses { // sorted by id
+		t.mu.RLock()
+		_, known := t.open[rc.ID]
+		t.mu.RUnlock()
+		if known {
+			continue
+		}
+		start := rc.Since
+		if start.IsZero() || start.After(now) {
+			start = now
+		}
+		if end, ok := t.lastEnd[rc.ID]; ok && start.Before(end) {
+			start = end
+		}
+		explains := slices.Clone(rc.Explains)
+		if explains == nil {
+			explains = []string{}
+		}
+		in := store.Incident{Target: rc.ID, Kind: rc.Kind, Reason: rc.Reason, StartedAt: start, Explains: explains}
+		id, err := t.st.OpenIncident(ctx, in)
+		if err != nil {
+			t.reloadIfStale(err)
+			return fmt.Errorf("open an incident on %s: %w", rc.ID, err)
+		}
+		in.ID = id
+		t.mu.Lock()
+		t.open[rc.ID] = in
+		t.mu.Unlock()
+		t.logger.Warn("incident opened", "target", rc.ID, "kind", rc.Kind, "incident", id, "reason", rc.Reason, "explains", len(explains))
+	}
+	return nil
+}
+
+// reloadIfStale makes the next Observe read the open incidents again when a
+// write shows that the store no longer matches what the tracker holds
+// (another process opened or ended an incident).
+func (t *Tracker) reloadIfStale(err error) {
+	if errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrNotFound) {
+		t.loaded = false
+	}
+}
+
+// Run observes at once and then every interval until ctx is done, logging
+// failures; a failed Observe is retried at the next tick.
+func (t *Tracker) Run(ctx context.Context, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		if err := t.Observe(ctx, time.Now()); err != nil && ctx.Err() == nil {
+			t.logger.Error("incidents not recorded", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// Since returns when the open incident on target started: since when the
+// root cause has been troubled, across restarts. ok is false when target
+// has no open incident (it is healthy, or only explained by another).
+func (t *Tracker) Since(target string) (time.Time, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	in, ok := t.open[target]
+	return in.StartedAt, ok
+}
+
+// Open returns the open incidents, oldest first.
+func (t *Tracker) Open() []store.Incident {
+	t.mu.RLock()
+	out := make([]store.Incident, 0, len(t.open))
+	for _, in := range t.open {
+		in.Explains = slices.Clone(in.Explains)
+		out = append(out, in)
+	}
+	t.mu.RUnlock()
+	slices.SortFunc(out, func(a, b store.Incident) int {
+		if c := a.StartedAt.Compare(b.StartedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	return out
+}
+
+// History returns recorded incidents, open and ended, newest first, at
+// most limit.
+func (t *Tracker) History(ctx context.Context, limit int) ([]store.Incident, error) {
+	return t.st.Incidents(ctx, limit)
+}
