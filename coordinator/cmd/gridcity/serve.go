@@ -19,6 +19,8 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/graph"
+	"github.com/gridcity/gridcity/coordinator/internal/incidents"
 	"github.com/gridcity/gridcity/coordinator/internal/loopback"
 	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
 	"github.com/gridcity/gridcity/coordinator/internal/pki"
@@ -158,7 +160,18 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			logger.Warn("probeFrom is not honoured yet: this resource is probed from the coordinator", "resource", r.ID, "probeFrom", r.ProbeFrom)
 		}
 	}
-	deps := mcpserver.Deps{Fleet: fl, Store: st, Commands: cmds, Topology: topology.New(cfg, fl, prober), Resources: prober, AppURL: appURL, Logger: logger}
+	topo := topology.New(cfg, fl, prober)
+	tracker := incidents.New(st, func() (graph.Report, error) {
+		g, err := topo.Graph()
+		if err != nil {
+			return graph.Report{}, err
+		}
+		return g.Incidents(), nil
+	}, logger)
+	if err := tracker.Load(ctx); err != nil {
+		return fmt.Errorf("load open incidents: %w", err)
+	}
+	deps := mcpserver.Deps{Fleet: fl, Store: st, Commands: cmds, Topology: topo, Resources: prober, Incidents: tracker, AppURL: appURL, Logger: logger}
 	mux.Handle("/mcp", mcpserver.Handler(deps, mcpserver.DefaultGuardConfig()))
 	// Behind a TLS proxy (--public-http) the browser sees https too.
 	mux.Handle("/", web.New(web.Config{Secure: info.TLS || *publicHTTP}, cmds, st, logger))
@@ -192,6 +205,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	wg.Go(func() { fl.Run(ctx, 2*time.Second) })
 	wg.Go(func() { cmds.Run(ctx) })
 	wg.Go(func() { prober.Run(ctx) })
+	wg.Go(func() { tracker.Run(ctx, 5*time.Second) })
 	wg.Go(func() {
 		if err := gs.Serve(gl); err != nil {
 			errs <- fmt.Errorf("gRPC server: %w", err)

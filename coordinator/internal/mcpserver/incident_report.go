@@ -14,6 +14,7 @@ type IncidentOutput struct {
 	Total       int             `json:"total"`
 	RootCauses  []RootCauseView `json:"rootCauses" jsonschema:"troubled targets none of whose dependencies is troubled: fix these first"`
 	Troubled    []TroubledView  `json:"troubled" jsonschema:"every troubled target, with the root cause it is explained by"`
+	Recent      []IncidentView  `json:"recent" jsonschema:"the latest incidents, open and ended, newest first (kept across restarts)"`
 	GeneratedAt string          `json:"generatedAt"`
 }
 
@@ -40,6 +41,16 @@ type TroubledView struct {
 	RootCause string `json:"rootCause"`
 }
 
+// IncidentView is one recorded incident.
+type IncidentView struct {
+	Target    string   `json:"target"`
+	Kind      string   `json:"kind"`
+	Reason    string   `json:"reason"`
+	StartedAt string   `json:"startedAt"`
+	EndedAt   string   `json:"endedAt,omitempty" jsonschema:"empty while it is open"`
+	Explains  []string `json:"explains"`
+}
+
 // maxAtRisk bounds each root cause's atRisk list; atRiskCount has the rest.
 const maxAtRisk = 100
 
@@ -58,8 +69,15 @@ func addIncidentReport(s *mcp.Server, d Deps) {
 			return nil, IncidentOutput{}, fmt.Errorf("the topology cannot be built: %v", err)
 		}
 		rep := g.Incidents()
-		out := IncidentOutput{Healthy: rep.Healthy, Total: rep.Total, RootCauses: []RootCauseView{}, Troubled: []TroubledView{}, GeneratedAt: rfc3339(time.Now())}
+		out := IncidentOutput{Healthy: rep.Healthy, Total: rep.Total, RootCauses: []RootCauseView{}, Troubled: []TroubledView{}, Recent: []IncidentView{}, GeneratedAt: rfc3339(time.Now())}
 		for _, rc := range rep.RootCauses {
+			if d.Incidents != nil {
+				// The incident's recorded start survives restarts; the
+				// probe's own "since" starts over with the coordinator.
+				if since, ok := d.Incidents.Since(rc.ID); ok {
+					rc.Since = since
+				}
+			}
 			atRisk := rc.AtRisk
 			if len(atRisk) > maxAtRisk {
 				atRisk = atRisk[:maxAtRisk]
@@ -69,6 +87,16 @@ func addIncidentReport(s *mcp.Server, d Deps) {
 		}
 		for _, t := range rep.Troubled {
 			out.Troubled = append(out.Troubled, TroubledView{ID: t.ID, Name: t.Name, Kind: t.Kind, Status: t.Status, Reason: t.Reason, Since: rfc3339(t.Since), RootCause: t.RootCause})
+		}
+		if d.Incidents != nil {
+			hist, err := d.Incidents.History(ctx, 20)
+			if err != nil {
+				return nil, IncidentOutput{}, fmt.Errorf("reading the incident history failed (%v); retry", err)
+			}
+			for _, in := range hist {
+				out.Recent = append(out.Recent, IncidentView{Target: in.Target, Kind: in.Kind, Reason: in.Reason,
+					StartedAt: rfc3339(in.StartedAt), EndedAt: rfc3339(in.EndedAt), Explains: orEmpty(in.Explains)})
+			}
 		}
 		return nil, out, nil
 	})

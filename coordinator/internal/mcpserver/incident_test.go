@@ -20,6 +20,8 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/graph"
+	"github.com/gridcity/gridcity/coordinator/internal/incidents"
 	"github.com/gridcity/gridcity/coordinator/internal/resources"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 	"github.com/gridcity/gridcity/coordinator/internal/topology"
@@ -56,11 +58,19 @@ probes: {interval: 15s, timeout: 1s, failuresBeforeTroubled: 2}
 	f.Connect(&gridcityv1.Hello{Name: "web-1"})
 	api := f.Connect(&gridcityv1.Hello{Name: "api-1"})
 	prober := resources.New(cfg, logger)
+	topo := topology.New(cfg, f, prober)
+	tracker := incidents.New(st, func() (graph.Report, error) {
+		g, err := topo.Graph()
+		if err != nil {
+			return graph.Report{}, err
+		}
+		return g.Incidents(), nil
+	}, logger)
 	tok := "gc_incident"
 	st.CreateToken(ctx, store.Token{Name: "t", Scope: store.ScopeRead, Hash: HashToken(tok), CreatedAt: time.Now()})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", Handler(Deps{Fleet: f, Store: st, Commands: command.New(command.Config{}, st, f, nopDispatcher{}, logger),
-		Topology: topology.New(cfg, f, prober), Resources: prober, Logger: logger}, DefaultGuardConfig()))
+		Topology: topo, Resources: prober, Incidents: tracker, Logger: logger}, DefaultGuardConfig()))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	hc := &http.Client{Transport: headerTransport{http.DefaultTransport, map[string]string{"Authorization": "Bearer " + tok}}}
@@ -91,6 +101,9 @@ probes: {interval: 15s, timeout: 1s, failuresBeforeTroubled: 2}
 		t.Fatalf("after one failed check the database is not troubled yet, so the API is its own root cause: %+v", r)
 	}
 	prober.CheckAll(ctx)
+	if err := tracker.Observe(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
 	r := report()
 	if len(r.RootCauses) != 1 {
 		t.Fatalf("root causes %+v", r.RootCauses)
@@ -101,6 +114,9 @@ probes: {interval: 15s, timeout: 1s, failuresBeforeTroubled: 2}
 	}
 	if r.Healthy != 2 || len(r.Troubled) != 2 || r.Troubled[0].RootCause != "orders-db" || r.Troubled[1].RootCause != "orders-db" {
 		t.Fatalf("report %+v", r)
+	}
+	if len(r.Recent) != 1 || r.Recent[0].Target != "orders-db" || r.Recent[0].EndedAt != "" || rc.Since == "" {
+		t.Fatalf("incident history %+v (since %q)", r.Recent, rc.Since)
 	}
 
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_resources", Arguments: map[string]any{}})

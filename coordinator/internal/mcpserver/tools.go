@@ -17,6 +17,7 @@ import (
 
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/incidents"
 	"github.com/gridcity/gridcity/coordinator/internal/resources"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 	"github.com/gridcity/gridcity/coordinator/internal/topology"
@@ -41,6 +42,8 @@ type Deps struct {
 	Topology *topology.Source
 	// Resources holds the probed state of the config's resources.
 	Resources *resources.Prober
+	// Incidents records incidents with their start and end (optional).
+	Incidents *incidents.Tracker
 	// AppURL is where people approve commands, for the tools' messages.
 	AppURL string
 	// RunWait and WaitAgain bound the waits of run_command and
