@@ -77,12 +77,25 @@ func probeHTTP(ctx context.Context, scheme, target string) Result {
 		return Result{Reason: httpReason(err, u), TLSNotAfter: notAfter}
 	}
 	defer resp.Body.Close()
-	io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody)) // a reply is not whole until read; the rest is dropped
+	// A reply is not whole until read; the first bytes are kept, because a
+	// failing health check usually says why ("orders-db: connection refused").
+	head := make([]byte, bodyExcerpt)
+	n, _ := io.ReadFull(resp.Body, head)
+	io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody-int64(n)))
 
 	res := Result{OK: resp.StatusCode < 500, TLSNotAfter: notAfter,
 		Metrics: map[string]float64{"status_code": float64(resp.StatusCode)}}
 	if !res.OK {
 		res.Reason = statusText(resp)
+		// Only text and JSON, as health endpoints answer; an HTML error
+		// page says nothing the status line does not.
+		ct := resp.Header.Get("Content-Type")
+		textual := strings.HasPrefix(ct, "text/plain") || strings.HasPrefix(ct, "application/json")
+		if excerpt := strings.TrimSpace(string(head[:n])); textual && excerpt != "" {
+			// clean (in Run) bounds it and strips control characters: the
+			// body is the target's text, reported as data.
+			res.Reason += ": " + excerpt
+		}
 	}
 	tlsMetrics(&res)
 	return res
@@ -134,6 +147,9 @@ func tlsMetrics(res *Result) {
 
 // statusText is "HTTP 503 Service Unavailable": the standard text rather than the server's own
 // ("Service Temporarily Unavailable" from nginx), so that one failure reads the same everywhere.
+// bodyExcerpt is how much of a failing reply's body goes into the reason.
+const bodyExcerpt = 200
+
 func statusText(resp *http.Response) string {
 	if t := http.StatusText(resp.StatusCode); t != "" {
 		return fmt.Sprintf("HTTP %d %s", resp.StatusCode, t)

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"io"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -200,4 +201,28 @@ func writeKeyPair(t *testing.T, dir string, cert tls.Certificate) (certFile, key
 		t.Fatal(err)
 	}
 	return certFile, keyFile
+}
+
+// A failing health check's own words (text or JSON) join the reason; an
+// HTML error page does not.
+func TestHTTPReasonKeepsTheBody(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/text":
+			http.Error(w, "orders-db: dial tcp 10.0.4.20:5432: connect: connection refused\n\x1b[31m", http.StatusServiceUnavailable)
+		case "/html":
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusBadGateway)
+			io.WriteString(w, "<html><body>bad gateway</body></html>")
+		}
+	}))
+	defer srv.Close()
+	res := Run(context.Background(), Spec{Engine: "http", Target: srv.URL + "/text", Timeout: 2 * time.Second})
+	if res.OK || res.Reason != "HTTP 503 Service Unavailable: orders-db: dial tcp 10.0.4.20:5432: connect: connection refused  [31m" {
+		t.Fatalf("got %q", res.Reason)
+	}
+	res = Run(context.Background(), Spec{Engine: "http", Target: srv.URL + "/html", Timeout: 2 * time.Second})
+	if res.Reason != "HTTP 502 Bad Gateway" {
+		t.Fatalf("got %q", res.Reason)
+	}
 }

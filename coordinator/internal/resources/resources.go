@@ -34,9 +34,11 @@ type State struct {
 	CheckedAt   time.Time
 	CheckedFrom string
 	// Failures counts the checks failed in a row; Since is when the
-	// current status (troubled or healthy) began.
+	// current status began: for a troubled resource, its first failed check
+	// in the row, not the one that crossed the threshold.
 	Failures    int
 	Since       time.Time
+	firstFail   time.Time
 	TLSNotAfter time.Time
 }
 
@@ -122,11 +124,17 @@ func (p *Prober) check(ctx context.Context, r config.Resource, timeout time.Dura
 	if res.OK {
 		s.Status, s.Failures, s.Troubled = "ok", 0, false
 	} else {
+		if s.Failures == 0 {
+			s.firstFail = now
+		}
 		s.Status, s.Failures = "failed", s.Failures+1
 		s.Troubled = s.Failures >= p.cfg.Probes.FailuresBeforeTroubled
 	}
 	if s.Since.IsZero() || s.Troubled != wasTroubled {
 		s.Since = now
+		if s.Troubled {
+			s.Since = s.firstFail
+		}
 		if s.Troubled {
 			p.logger.Warn("resource troubled", "resource", r.ID, "reason", res.Reason, "failures", s.Failures)
 		} else if wasTroubled {
