@@ -55,7 +55,12 @@ probes: {interval: 15s, timeout: 1s, failuresBeforeTroubled: 2}
 	defer st.Close()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	f, _ := fleet.New(ctx, st, logger)
-	f.Connect(&gridcityv1.Hello{Name: "web-1"})
+	web := f.Connect(&gridcityv1.Hello{Name: "web-1"})
+	// web-1 also runs a Postgres on all addresses and a Redis on loopback:
+	// the first is a candidate resource, the second stays private.
+	f.Apply("web-1", web, &gridcityv1.StateUpdate{Full: true, Listeners: &gridcityv1.Listeners{Items: []*gridcityv1.Listener{
+		{Proto: "tcp", Address: "0.0.0.0", Port: 5432, Process: "postgres"}, {Proto: "tcp6", Address: "::", Port: 5432, Process: "postgres"},
+		{Proto: "tcp", Address: "127.0.0.1", Port: 6379, Process: "redis-server"}, {Proto: "tcp", Address: "0.0.0.0", Port: 22, Process: "sshd"}}}})
 	api := f.Connect(&gridcityv1.Hello{Name: "api-1"})
 	prober := resources.New(cfg, logger)
 	topo := topology.New(cfg, f, prober)
@@ -126,6 +131,9 @@ probes: {interval: 15s, timeout: 1s, failuresBeforeTroubled: 2}
 	var lr ResourcesOutput
 	b, _ := json.Marshal(res.StructuredContent)
 	json.Unmarshal(b, &lr)
+	if len(lr.Candidates) != 1 || lr.Candidates[0].Server != "web-1" || lr.Candidates[0].Engine != "postgres" || lr.Candidates[0].Process != "postgres" {
+		t.Fatalf("candidates %+v", lr.Candidates)
+	}
 	if len(lr.Resources) != 2 || lr.Resources[1].ID != "orders-db" || lr.Resources[1].Status != "failed" || !lr.Resources[1].Troubled || lr.Resources[0].Status != "ok" || lr.Resources[0].CheckedFrom != "coordinator" {
 		t.Fatalf("resources %+v", lr.Resources)
 	}

@@ -3,14 +3,35 @@ package mcpserver
 import (
 	"context"
 	"maps"
+	"net"
+	"strconv"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/gridcity/gridcity/coordinator/internal/loopback"
+	"github.com/gridcity/gridcity/coordinator/internal/topology"
 )
 
 // ResourcesOutput is list_resources' result.
 type ResourcesOutput struct {
 	Resources []ResourceView `json:"resources"`
+	// Candidates are services the servers run that look like resources but
+	// are not in the config yet.
+	Candidates []CandidateView `json:"candidates" jsonschema:"servers listening on a well-known database or cache port that no configured resource names: add them to the config to probe them and see them in incidents"`
 }
+
+// CandidateView is a possible resource found on a server.
+type CandidateView struct {
+	Server  string `json:"server"`
+	Engine  string `json:"engine" jsonschema:"what the port suggests: postgres, mysql, redis, mongodb, elasticsearch, memcached"`
+	Address string `json:"address" jsonschema:"the listening address"`
+	Port    uint32 `json:"port"`
+	Process string `json:"process,omitempty"`
+}
+
+// wellKnown maps ports to the engine they suggest.
+var wellKnown = map[uint32]string{5432: "postgres", 3306: "mysql", 6379: "redis", 27017: "mongodb", 9200: "elasticsearch", 11211: "memcached"}
 
 // ResourceView is one resource; reason is the probe's real error text.
 type ResourceView struct {
@@ -37,7 +58,7 @@ func addListResources(s *mcp.Server, d Deps) {
 		Annotations:  readOnly("List resources"),
 		OutputSchema: outputSchema[ResourcesOutput](),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, _ NoInput) (*mcp.CallToolResult, ResourcesOutput, error) {
-		out := ResourcesOutput{Resources: []ResourceView{}}
+		out := ResourcesOutput{Resources: []ResourceView{}, Candidates: candidates(d)}
 		for _, st := range d.Resources.States() {
 			m := maps.Clone(st.Metrics)
 			if m == nil {
@@ -51,4 +72,31 @@ func addListResources(s *mcp.Server, d Deps) {
 		}
 		return nil, out, nil
 	})
+}
+
+// candidates lists well-known database ports the servers listen on (not
+// only on loopback) that no configured resource's target names.
+func candidates(d Deps) []CandidateView {
+	configured := map[string]bool{}
+	for _, r := range d.Topology.Config().Resources {
+		if ep := topology.Endpoint(r.Engine, r.Target); ep != "" {
+			configured[ep] = true
+		}
+	}
+	out := []CandidateView{}
+	for _, srv := range d.Fleet.Servers() {
+		seen := map[uint32]bool{}
+		for _, l := range srv.State.GetListeners().GetItems() {
+			engine, ok := wellKnown[l.GetPort()]
+			if !ok || seen[l.GetPort()] || loopback.Host(l.GetAddress()) || !strings.HasPrefix(l.GetProto(), "tcp") {
+				continue
+			}
+			if configured[net.JoinHostPort(l.GetAddress(), strconv.Itoa(int(l.GetPort())))] {
+				continue
+			}
+			seen[l.GetPort()] = true
+			out = append(out, CandidateView{Server: srv.Name, Engine: engine, Address: l.GetAddress(), Port: l.GetPort(), Process: l.GetProcess()})
+		}
+	}
+	return out
 }
