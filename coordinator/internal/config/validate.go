@@ -258,21 +258,7 @@ func (v *validator) districts() {
 	seen := map[string]int{}
 	for i, d := range c.Districts {
 		p := fmt.Sprintf("districts[%d]", i)
-		idLine := c.line(p+".id", d.Line)
-		who := fmt.Sprintf("district %q", d.ID)
-		switch {
-		case d.ID == "":
-			v.problem(idLine, "a district has no id; give it one (%s)", idChars)
-			who = "a district"
-		case !safeID(d.ID):
-			v.problem(idLine, "district id %q: use only %s", d.ID, idChars)
-		default:
-			if first, dup := seen[d.ID]; dup {
-				v.problem(idLine, "district id %q is used twice (first at line %d); ids must be unique", d.ID, first)
-			} else {
-				seen[d.ID] = d.Line
-			}
-		}
+		who := v.ident(c.line(p+".id", d.Line), d.Line, "district", "id", d.ID, seen)
 		for j, m := range d.Members {
 			line := c.line(fmt.Sprintf("%s.members[%d]", p, j), d.Line)
 			switch {
@@ -285,26 +271,32 @@ func (v *validator) districts() {
 	}
 }
 
+// ident checks the field that identifies an item (missing, malformed, used
+// twice; seen maps values to the line of the item that used them first)
+// and returns how messages name the item.
+func (v *validator) ident(line, itemLine int, item, field, value string, seen map[string]int) string {
+	switch {
+	case value == "":
+		v.problem(line, "a %s has no %s; give it one (%s)", item, field, idChars)
+		return "a " + item
+	case !safeID(value):
+		v.problem(line, "%s %s %q: use only %s", item, field, value, idChars)
+	default:
+		if first, dup := seen[value]; dup {
+			v.problem(line, "%s %s %q is used twice (first at line %d); %ss must be unique", item, field, value, first, field)
+		} else {
+			seen[value] = itemLine
+		}
+	}
+	return fmt.Sprintf("%s %q", item, value)
+}
+
 func (v *validator) runbooks() {
 	c := v.c
 	seen := map[string]int{}
 	for i, rb := range c.Runbooks {
 		p := fmt.Sprintf("runbooks[%d]", i)
-		nameLine := c.line(p+".name", rb.Line)
-		who := fmt.Sprintf("runbook %q", rb.Name)
-		switch {
-		case rb.Name == "":
-			v.problem(nameLine, "a runbook has no name; give it one (%s)", idChars)
-			who = "a runbook"
-		case !safeID(rb.Name):
-			v.problem(nameLine, "runbook name %q: use only %s", rb.Name, idChars)
-		default:
-			if first, dup := seen[rb.Name]; dup {
-				v.problem(nameLine, "runbook name %q is used twice (first at line %d); names must be unique", rb.Name, first)
-			} else {
-				seen[rb.Name] = rb.Line
-			}
-		}
+		who := v.ident(c.line(p+".name", rb.Line), rb.Line, "runbook", "name", rb.Name, seen)
 		if strings.TrimSpace(rb.Command) == "" {
 			v.problem(c.line(p+".command", rb.Line), "%s has no command; set command: to what it runs", who)
 		}

@@ -63,10 +63,9 @@ type Fleet struct {
 	logger *slog.Logger
 	now    func() time.Time
 
-	mu       sync.RWMutex
-	servers  map[string]*server
-	streams  uint64
-	watchers []chan struct{}
+	mu      sync.RWMutex
+	servers map[string]*server
+	streams uint64
 }
 
 // New loads the servers the store remembers; all of them start offline until
@@ -107,7 +106,6 @@ func (f *Fleet) Connect(hello *gridcityv1.Hello) uint64 {
 	s.Hello = proto.Clone(hello).(*gridcityv1.Hello)
 	s.Hello.Journal = nil // command state is kept by the command log, not here
 	s.dirty = true
-	f.notify()
 	return s.stream
 }
 
@@ -121,7 +119,6 @@ func (f *Fleet) Disconnect(name string, stream uint64) {
 	}
 	s.Online, s.ConnectedAt = false, time.Time{}
 	s.dirty = true
-	f.notify()
 }
 
 // Touch records that the server was heard from.
@@ -151,7 +148,6 @@ func (f *Fleet) Apply(name string, stream uint64, u *gridcityv1.StateUpdate) {
 	if u.Cpu != nil || u.Memory != nil {
 		s.sample = true
 	}
-	f.notify()
 }
 
 // Servers returns copies of every server, sorted by name.
@@ -202,24 +198,6 @@ func shallowState(u *gridcityv1.StateUpdate) *gridcityv1.StateUpdate {
 	out := &gridcityv1.StateUpdate{Full: u.GetFull()}
 	gridcityv1.MergeState(out, u)
 	return out
-}
-
-// Watch returns a channel that receives (coalesced) whenever the fleet changes.
-func (f *Fleet) Watch() <-chan struct{} {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ch := make(chan struct{}, 1)
-	f.watchers = append(f.watchers, ch)
-	return ch
-}
-
-func (f *Fleet) notify() {
-	for _, ch := range f.watchers {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
 }
 
 // Flush writes every changed server and due metric sample to the store.
