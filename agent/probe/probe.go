@@ -23,6 +23,10 @@ import (
 // DefaultTimeout bounds a probe whose Spec sets no timeout.
 const DefaultTimeout = 5 * time.Second
 
+// AgentMinInterval is the shortest interval at which an agent repeats a probe: an agent is a
+// guest on its server, and the coordinator expects its results no more often than this.
+const AgentMinInterval = 5 * time.Second
+
 // maxReason bounds a reason: it may quote a server, and servers are untrusted.
 const maxReason = 512
 
@@ -74,7 +78,7 @@ func Run(ctx context.Context, s Spec) (res Result) {
 	start := time.Now()
 	defer func() {
 		res.Latency = time.Since(start)
-		res.Reason = clean(res.Reason)
+		res.Reason = Clean(res.Reason)
 		if res.OK {
 			res.Reason = ""
 		} else if res.Reason == "" {
@@ -179,9 +183,9 @@ func hostPort(target, defaultPort string) (string, error) {
 	return t, nil
 }
 
-// clean makes untrusted text safe to store and show: valid UTF-8, no control characters,
-// at most maxReason bytes.
-func clean(s string) string {
+// Clean makes text from a probed server safe to pass on as data: valid UTF-8, control characters
+// turned into spaces, trimmed, and cut at a bounded length.
+func Clean(s string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	s = strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {

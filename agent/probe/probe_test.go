@@ -103,9 +103,9 @@ func TestHostPort(t *testing.T) {
 }
 
 func TestClean(t *testing.T) {
-	got := clean("a\x00b\r\nc\xff" + strings.Repeat("é", 400))
+	got := Clean("a\x00b\r\nc\xff" + strings.Repeat("é", 400))
 	if strings.ContainsAny(got, "\x00\r\n") || len(got) > maxReason+len("…") || !strings.HasPrefix(got, "a b  c\uFFFD") {
-		t.Errorf("clean(...) = %q; want control characters replaced, valid UTF-8, at most %d bytes", got, maxReason)
+		t.Errorf("Clean(...) = %q; want control characters replaced, valid UTF-8, at most %d bytes", got, maxReason)
 	}
 }
 

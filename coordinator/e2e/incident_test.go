@@ -255,14 +255,8 @@ func callTool(cs *mcp.ClientSession, name string, args map[string]any, out any) 
 // incidentPostgres is a PostgreSQL server in a temporary directory, on a loopback port,
 // that the test stops and starts.
 type incidentPostgres struct {
-	t                *testing.T
-	bin, dir, data   string
-	addr, host, port string
-	cmd              *exec.Cmd
-	out              *syncBuffer
-	done             chan struct{}
-	uid, gid         int
-	asRoot           bool
+	*daemon
+	addr string
 }
 
 // startIncidentPostgres runs initdb and starts the server; it is stopped when the test ends.
@@ -292,94 +286,42 @@ func startIncidentPostgres(t *testing.T) *incidentPostgres {
 		t.Skipf("postgres not beside %s: apt-get install postgresql", initdb)
 	}
 
-	pg := &incidentPostgres{t: t, bin: postgres, uid: os.Getuid(), gid: os.Getgid()}
+	uid, gid := os.Getuid(), os.Getgid()
+	as := func(*exec.Cmd) {}
 	if os.Geteuid() == 0 {
 		// initdb and postgres refuse to run as root.
 		u, err := user.Lookup("postgres")
 		if err != nil {
 			t.Skipf("running as root without a postgres user to run the server as: %v", err)
 		}
-		pg.uid, _ = strconv.Atoi(u.Uid)
-		pg.gid, _ = strconv.Atoi(u.Gid)
-		pg.asRoot = true
+		uid, _ = strconv.Atoi(u.Uid)
+		gid, _ = strconv.Atoi(u.Gid)
+		as = func(cmd *exec.Cmd) {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+		}
 	}
 	// t.TempDir's parent is private to root; the server's user needs its own directory.
-	pg.dir, err = os.MkdirTemp("", "gridcity-e2e-pg-")
+	dir, err := os.MkdirTemp("", "gridcity-e2e-pg-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(pg.dir) })
-	if err := os.Chown(pg.dir, pg.uid, pg.gid); err != nil {
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chown(dir, uid, gid); err != nil {
 		t.Fatal(err)
 	}
-	pg.data = filepath.Join(pg.dir, "data")
-	cmd := exec.Command(initdb, "-D", pg.data, "-U", "postgres", "--auth", "trust", "--no-sync", "--no-instructions")
-	pg.as(cmd)
+	data := filepath.Join(dir, "data")
+	cmd := exec.Command(initdb, "-D", data, "-U", "postgres", "--auth", "trust", "--no-sync", "--no-instructions")
+	as(cmd)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
-	pg.addr = freePort(t)
-	pg.host, pg.port, _ = net.SplitHostPort(pg.addr)
-	t.Cleanup(pg.stop)
-	pg.start()
-	return pg
-}
-
-func (pg *incidentPostgres) as(cmd *exec.Cmd) {
-	if pg.asRoot {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(pg.uid), Gid: uint32(pg.gid)}}
-	}
-}
-
-// start starts the server and waits until it answers.
-func (pg *incidentPostgres) start() {
-	pg.t.Helper()
-	pg.cmd = exec.Command(pg.bin, "-D", pg.data, "-p", pg.port, "-c", "listen_addresses="+pg.host,
-		"-c", "unix_socket_directories="+pg.dir, "-c", "fsync=off", "-c", "logging_collector=off")
-	pg.as(pg.cmd)
-	pg.out = &syncBuffer{}
-	pg.cmd.Stdout, pg.cmd.Stderr = pg.out, pg.out
-	if err := pg.cmd.Start(); err != nil {
-		pg.t.Fatalf("start postgres: %v", err)
-	}
-	done := make(chan struct{})
-	pg.done = done
-	cmd, out := pg.cmd, pg.out
-	go func() { cmd.Wait(); close(done) }()
-	t := pg.t
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("---- output of postgres ----\n%s", out.String())
-		}
-	})
-	eventually(pg.t, 30*time.Second, "postgres answers", func() error {
-		select {
-		case <-done:
-			return fmt.Errorf("postgres exited: %s", out.String())
-		default:
-		}
-		if r := probe.Run(context.Background(), probe.Spec{Engine: "postgres", Target: pg.addr, Timeout: time.Second}); !r.OK {
-			return fmt.Errorf("%s", r.Reason)
-		}
-		return nil
-	})
-}
-
-// stop shuts the server down fast (SIGINT) and waits until it has exited.
-func (pg *incidentPostgres) stop() {
-	if pg.cmd == nil {
-		return
-	}
-	select {
-	case <-pg.done:
-		return
-	default:
-	}
-	pg.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-pg.done:
-	case <-time.After(10 * time.Second):
-		pg.cmd.Process.Kill()
-		<-pg.done
-	}
+	addr := freePort(t)
+	host, port, _ := net.SplitHostPort(addr)
+	d := startDaemon(t, "postgres", func() *exec.Cmd {
+		cmd := exec.Command(postgres, "-D", data, "-p", port, "-c", "listen_addresses="+host,
+			"-c", "unix_socket_directories="+dir, "-c", "fsync=off", "-c", "logging_collector=off")
+		as(cmd)
+		return cmd
+	}, probe.Spec{Engine: "postgres", Target: addr, Timeout: time.Second})
+	return &incidentPostgres{daemon: d, addr: addr}
 }

@@ -22,6 +22,9 @@ type Config struct {
 	RunAs string `yaml:"runAs"`
 	// Commands false means this agent never runs a command, whatever is approved.
 	Commands bool `yaml:"commands"`
+	// Probes false leaves the checks of the resources this server uses to
+	// the coordinator instead of running them from here.
+	Probes bool `yaml:"probes"`
 	// AuthLogs are the SSH authentication logs followed for attacks.
 	AuthLogs []string `yaml:"authLogs"`
 }
@@ -29,7 +32,7 @@ type Config struct {
 // DefaultConfig is the configuration without a file.
 func DefaultConfig() Config {
 	name, _ := os.Hostname()
-	return Config{Name: name, RunAs: "root", Commands: true, AuthLogs: []string{"/var/log/auth.log", "/var/log/secure"}}
+	return Config{Name: name, RunAs: "root", Commands: true, Probes: true, AuthLogs: []string{"/var/log/auth.log", "/var/log/secure"}}
 }
 
 // LoadConfig reads a config file over the defaults. Unknown keys are errors,

@@ -215,7 +215,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, enrollOnly boo
 		logger.Warn("the config names this server differently from its enrollment; the enrolled name is used (enroll with a new join line and --name to rename it)", "enrolled", id.Name, "config", cfg.Name)
 	}
 	set := collect.New(collect.DefaultConfig(), logger)
-	opts := link.Options{Version: version, District: cfg.District, RunAs: cfg.RunAs}
+	opts := link.Options{Version: version, District: cfg.District, RunAs: cfg.RunAs, Probes: cfg.Probes}
 	if cfg.Commands {
 		j, err := journal.Open(*state, logger)
 		if err != nil {

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"net"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/shirou/gopsutil/v4/common"
@@ -23,6 +25,8 @@ func init() { register("host", TierSlow, newHostCollector) }
 type hostCollector struct {
 	env      common.EnvMap
 	procRoot string
+	// addrs lists the host's interface addresses (net.InterfaceAddrs).
+	addrs func() ([]net.Addr, error)
 }
 
 func newHostCollector(cfg Config, _ *slog.Logger) collector {
@@ -34,10 +38,11 @@ func newHostCollector(cfg Config, _ *slog.Logger) collector {
 			common.HostRootEnvKey: cfg.RootFS,
 		},
 		procRoot: cfg.ProcRoot,
+		addrs:    net.InterfaceAddrs,
 	}
 }
 
-func (c *hostCollector) update(ctx context.Context, out *gridcityv1.StateUpdate, _ *notes) error {
+func (c *hostCollector) update(ctx context.Context, out *gridcityv1.StateUpdate, n *notes) error {
 	ctx = context.WithValue(ctx, common.EnvKey, c.env)
 	var h gridcityv1.HostInfo
 	var err error
@@ -62,7 +67,40 @@ func (c *hostCollector) update(ctx context.Context, out *gridcityv1.StateUpdate,
 		return fmt.Errorf("virtualization: %w", err)
 	}
 	out.Host = hostSection(&h, boot, time.Now(), system, role)
+	if addrs, err := c.addrs(); err != nil {
+		// The rest of the section stands; only discovery by address suffers.
+		n.add("addresses", "interface addresses: "+err.Error())
+	} else {
+		out.Host.Addresses = hostAddresses(addrs)
+	}
 	return nil
+}
+
+// maxAddresses bounds the addresses a host reports (a router with
+// hundreds of VLANs does not need them all to be found).
+const maxAddresses = 64
+
+// hostAddresses keeps the unicast addresses others could connect to —
+// not loopback, link-local, multicast or unspecified — sorted, at most
+// maxAddresses.
+func hostAddresses(addrs []net.Addr) []string {
+	var out []string
+	for _, a := range addrs {
+		var ip net.IP
+		switch v := a.(type) {
+		case *net.IPNet:
+			ip = v.IP
+		case *net.IPAddr:
+			ip = v.IP
+		}
+		if ip == nil || ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsMulticast() || ip.IsUnspecified() {
+			continue
+		}
+		out = append(out, ip.String())
+	}
+	slices.Sort(out)
+	out = slices.Compact(out)
+	return out[:min(len(out), maxAddresses)]
 }
 
 // hostSection finishes the section: uptime follows from the boot time, so

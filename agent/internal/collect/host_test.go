@@ -1,6 +1,11 @@
 package collect
 
 import (
+	"context"
+	"errors"
+	"net"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,4 +77,57 @@ func FuzzParseBtime(f *testing.F) {
 			t.Fatalf("negative boot time %d from %d", h.BootUnix, boot)
 		}
 	})
+}
+
+func TestHostAddresses(t *testing.T) {
+	cidr := func(s string) net.Addr {
+		ip, n, err := net.ParseCIDR(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.IP = ip
+		return n
+	}
+	in := []net.Addr{
+		cidr("127.0.0.1/8"), cidr("::1/128"), // loopback
+		cidr("10.0.4.20/24"), cidr("192.0.2.7/32"),
+		cidr("fe80::1/64"), cidr("169.254.3.4/16"), // link-local
+		cidr("2001:db8::20/64"),
+		&net.IPAddr{IP: net.ParseIP("10.0.4.20")}, // the same address twice
+		&net.IPAddr{IP: net.IPv4zero},
+		&net.UnixAddr{Name: "/x", Net: "unix"},
+	}
+	got := hostAddresses(in)
+	want := []string{"10.0.4.20", "192.0.2.7", "2001:db8::20"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("hostAddresses = %v; want %v", got, want)
+	}
+	var many []net.Addr
+	for i := range 300 {
+		many = append(many, &net.IPAddr{IP: net.IPv4(10, 1, byte(i/250), byte(i%250+1))})
+	}
+	if n := len(hostAddresses(many)); n != maxAddresses {
+		t.Fatalf("%d addresses kept; want the bound %d", n, maxAddresses)
+	}
+}
+
+func TestHostCollectorReportsAddressesOrAGap(t *testing.T) {
+	c := newHostCollector(DefaultConfig(), nil).(*hostCollector)
+	c.addrs = func() ([]net.Addr, error) { return []net.Addr{&net.IPAddr{IP: net.ParseIP("10.9.8.7")}}, nil }
+	var out gridcityv1.StateUpdate
+	n := &notes{name: "host"}
+	if err := c.update(context.Background(), &out, n); err != nil {
+		t.Skipf("host facts unavailable here: %v", err)
+	}
+	if got := out.GetHost().GetAddresses(); !slices.Equal(got, []string{"10.9.8.7"}) || len(n.gaps) != 0 {
+		t.Fatalf("addresses %v, gaps %v", got, n.gaps)
+	}
+	c.addrs = func() ([]net.Addr, error) { return nil, errors.New("netlink: permission denied") }
+	out, n = gridcityv1.StateUpdate{}, &notes{name: "host"}
+	if err := c.update(context.Background(), &out, n); err != nil {
+		t.Fatal(err)
+	}
+	if out.GetHost().GetHostname() == "" || len(n.gaps) != 1 || n.gaps[0].GetCheck() != "host:addresses" || !strings.Contains(n.gaps[0].GetReason(), "permission denied") {
+		t.Fatalf("a failed address listing: host %v, gaps %v; want the host section and one host:addresses gap", out.GetHost(), n.gaps)
+	}
 }

@@ -29,6 +29,9 @@ type Options struct {
 	// (commands: false), and CommandsOff says why.
 	Commands    *Commands
 	CommandsOff string
+	// Probes runs the probes the coordinator assigns to this server; false
+	// (probes: false in the config) leaves them to the coordinator.
+	Probes bool
 	// BackoffBase and BackoffMax bound the reconnect delay (defaults 1 s, 60 s).
 	BackoffBase, BackoffMax time.Duration
 }
@@ -39,6 +42,7 @@ type Client struct {
 	opts   Options
 	set    *collect.Set
 	logger *slog.Logger
+	probes *Probes // nil when probes are off
 
 	// state is the merged full state last sent (or collected to send); it
 	// survives reconnects so that a new stream does not wait for the slow
@@ -55,7 +59,11 @@ func NewClient(id *Identity, set *collect.Set, opts Options, logger *slog.Logger
 	if opts.BackoffMax <= 0 {
 		opts.BackoffMax = time.Minute
 	}
-	return &Client{id: id, opts: opts, set: set, logger: logger}
+	c := &Client{id: id, opts: opts, set: set, logger: logger}
+	if opts.Probes {
+		c.probes = NewProbes(logger)
+	}
+	return c
 }
 
 // PermanentError is a refusal that retrying cannot fix (revoked or unknown
@@ -137,6 +145,14 @@ func (c *Client) session(ctx context.Context) error {
 		hello.Journal = cmds.Journal()
 		outbox = cmds.out
 	}
+	var probeOut chan *gridcityv1.AgentMessage // nil (never ready) without probes
+	if c.probes != nil {
+		hello.Capabilities = append(hello.Capabilities, "probes")
+		probeOut = c.probes.out
+		// Probes belong to the stream that assigned them; the next one
+		// sends its own settings.
+		defer c.probes.Stop()
+	}
 	if err := stream.Send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_Hello{Hello: hello}}); err != nil {
 		return recvError(stream, err)
 	}
@@ -191,11 +207,21 @@ func (c *Client) session(ctx context.Context) error {
 				default:
 				}
 				settings <- s
+				if c.probes != nil {
+					c.probes.Set(ctx, s.GetProbes())
+				}
+			}
+			if rp := m.GetRunProbe(); rp != nil && c.probes != nil {
+				c.probes.RunOnce(ctx, rp.GetProbe())
 			}
 			if err := c.handleCommand(ctx, stream, m); err != nil {
 				return err
 			}
 		case m := <-outbox:
+			if err := stream.Send(m); err != nil {
+				return err
+			}
+		case m := <-probeOut:
 			if err := stream.Send(m); err != nil {
 				return err
 			}

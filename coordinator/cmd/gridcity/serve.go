@@ -155,12 +155,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	mux := http.NewServeMux()
 	prober := resources.New(cfg, logger)
-	for _, r := range cfg.Resources {
-		if len(r.ProbeFrom) > 0 {
-			logger.Warn("probeFrom is not honoured yet: this resource is probed from the coordinator", "resource", r.ID, "probeFrom", r.ProbeFrom)
-		}
-	}
 	topo := topology.New(cfg, fl, prober)
+	// Resources are probed from the agents of the servers that use them.
+	prober.SetAgents(api, topo.Vantages)
+	api.SetProbes(prober)
 	tracker := incidents.New(st, func() (graph.Report, error) {
 		g, err := topo.Graph()
 		if err != nil {

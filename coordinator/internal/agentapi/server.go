@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +23,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
 	"github.com/gridcity/gridcity/coordinator/internal/pki"
@@ -76,6 +79,30 @@ type Server struct {
 	streams  map[string]*agentStream
 	stopping bool
 	commands Commands
+	probes   Probes
+}
+
+// Probes assigns probes to agents and receives their results (the prober).
+type Probes interface {
+	// ProbesFor is what a server's agent should run now.
+	ProbesFor(server string) []*gridcityv1.ProbeSpec
+	// HandleResult records a result an agent sent.
+	HandleResult(server string, r *gridcityv1.ProbeResult)
+	// Kick asks for the assignment to be revisited: an agent connected.
+	Kick()
+}
+
+// SetProbes connects the prober; until then probe results are dropped.
+func (s *Server) SetProbes(p Probes) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.probes = p
+}
+
+func (s *Server) probeSink() Probes {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.probes
 }
 
 // Commands receives what agents report about commands (the command service).
@@ -105,6 +132,7 @@ type agentStream struct {
 	id     uint64
 	cancel context.CancelFunc
 	out    chan *gridcityv1.CoordinatorMessage
+	probes bool // the agent runs probes
 }
 
 // New returns an agent API server.
@@ -196,7 +224,8 @@ func (s *Server) Connect(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	id := s.fleet.Connect(hello)
-	as := &agentStream{id: id, cancel: cancel, out: make(chan *gridcityv1.CoordinatorMessage, 64)}
+	as := &agentStream{id: id, cancel: cancel, out: make(chan *gridcityv1.CoordinatorMessage, 64),
+		probes: slices.Contains(hello.GetCapabilities(), "probes")}
 	s.mu.Lock()
 	if s.stopping {
 		s.mu.Unlock()
@@ -218,7 +247,12 @@ func (s *Server) Connect(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage
 	log := s.logger.With("server", name)
 	log.Info("agent connected", "version", hello.GetAgentVersion(), "commands", hello.GetCommandsEnabled())
 
-	if err := stream.Send(&gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_Settings{Settings: s.cfg.Settings}}); err != nil {
+	settings := s.cfg.Settings
+	if p := s.probeSink(); p != nil && as.probes {
+		settings = s.settingsWith(p.ProbesFor(name))
+		p.Kick() // this server may be a vantage point now
+	}
+	if err := stream.Send(&gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_Settings{Settings: settings}}); err != nil {
 		return err
 	}
 	if len(forget) > 0 {
@@ -309,9 +343,50 @@ func (s *Server) handle(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage,
 		case gridcityv1.CommandEvent_KIND_EXITED, gridcityv1.CommandEvent_KIND_UNKNOWN, gridcityv1.CommandEvent_KIND_REFUSED:
 			return stream.Send(&gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_JournalAck{JournalAck: &gridcityv1.JournalAck{Forget: []string{b.CommandEvent.GetRequestId()}}}})
 		}
-	default:
-		// Probe results are handled by the feature that sends probes.
+	case *gridcityv1.AgentMessage_ProbeResult:
 		s.fleet.Touch(name, id)
+		if p := s.probeSink(); p != nil {
+			p.HandleResult(name, b.ProbeResult)
+		}
+	default:
+		s.fleet.Touch(name, id)
+	}
+	return nil
+}
+
+// settingsWith is the agents' settings with a server's probes.
+func (s *Server) settingsWith(probes []*gridcityv1.ProbeSpec) *gridcityv1.Settings {
+	st := proto.Clone(s.cfg.Settings).(*gridcityv1.Settings)
+	st.Probes = probes
+	return st
+}
+
+// AssignProbes sends a server's agent its new list of probes.
+func (s *Server) AssignProbes(name string, specs []*gridcityv1.ProbeSpec) error {
+	if err := s.runsProbes(name); err != nil {
+		return err
+	}
+	return s.Send(name, &gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_Settings{Settings: s.settingsWith(specs)}})
+}
+
+// RunProbe asks a server's agent to probe once now; the result comes back
+// as a ProbeResult with the spec's id.
+func (s *Server) RunProbe(name string, spec *gridcityv1.ProbeSpec) error {
+	if err := s.runsProbes(name); err != nil {
+		return err
+	}
+	return s.Send(name, &gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_RunProbe{RunProbe: &gridcityv1.RunProbe{Probe: spec}}})
+}
+
+func (s *Server) runsProbes(name string) error {
+	s.mu.Lock()
+	as := s.streams[name]
+	s.mu.Unlock()
+	switch {
+	case as == nil:
+		return fmt.Errorf("server %q is not connected", name)
+	case !as.probes:
+		return fmt.Errorf("the agent on %q does not run probes (probes: false in its config, or an older agent)", name)
 	}
 	return nil
 }
@@ -450,6 +525,7 @@ func ValidateState(u *gridcityv1.StateUpdate) error {
 		{"containers", len(u.GetContainers().GetItems())},
 		{"gaps", len(u.GetGaps().GetItems())},
 		{"security packages", len(u.GetUpdates().GetSecurityPackages())},
+		{"host addresses", len(u.GetHost().GetAddresses())},
 	}
 	for _, c := range counts {
 		if c.n > maxItems {
@@ -466,6 +542,11 @@ func ValidateState(u *gridcityv1.StateUpdate) error {
 	check("host.hostname", h.GetHostname())
 	check("host.os", h.GetOs())
 	check("host.kernel", h.GetKernel())
+	for _, a := range h.GetAddresses() {
+		if net.ParseIP(a) == nil {
+			return fmt.Errorf("host address %.64q is not an IP address", a)
+		}
+	}
 	for _, d := range u.GetDisks().GetItems() {
 		check("disk.mount", d.GetMount())
 		check("disk.device", d.GetDevice())

@@ -5,7 +5,11 @@
 // start of a trouble that is still going on.
 //
 // Flapping is damped upstream (a resource is troubled only after several
-// failed checks in a row), so the tracker simply follows the report.
+// failed checks in a row). One more damping happens here: when an incident
+// ends, what it explained usually recovers with it, but each target at its
+// own next check; meanwhile such a target looks like a root cause of its
+// own. It opens an incident only if it still is one Grace after the
+// incident that explained it ended.
 package incidents
 
 import (
@@ -22,6 +26,9 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
+// DefaultGrace covers an agent's probe interval and a check or two.
+const DefaultGrace = 20 * time.Second
+
 // Tracker records the root causes of successive incident reports as
 // incidents. Its methods are safe for concurrent use.
 type Tracker struct {
@@ -35,6 +42,11 @@ type Tracker struct {
 	// lastEnd is when each target's last incident ended in this process,
 	// so that a new one never starts before it.
 	lastEnd map[string]time.Time
+	// orphaned is when the incident explaining each target ended.
+	orphaned map[string]time.Time
+	// Grace is how long a target explained by an ended incident may stay
+	// a root cause before it opens an incident of its own.
+	Grace time.Duration
 
 	// mu guards open, which mirrors exactly the open incidents committed to
 	// the store, by target.
@@ -48,7 +60,8 @@ func New(st store.Store, report func() (graph.Report, error), logger *slog.Logge
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Tracker{st: st, report: report, logger: logger, lastEnd: map[string]time.Time{}, open: map[string]store.Incident{}}
+	return &Tracker{st: st, report: report, logger: logger, lastEnd: map[string]time.Time{},
+		orphaned: map[string]time.Time{}, Grace: DefaultGrace, open: map[string]store.Incident{}}
 }
 
 // Load reads the open incidents from the store. After a restart, an
@@ -97,6 +110,11 @@ func (t *Tracker) Observe(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("incident report: %w", err)
 	}
+	for id, ended := range t.orphaned {
+		if now.Sub(ended) >= t.Grace {
+			delete(t.orphaned, id)
+		}
+	}
 	roots := make(map[string]graph.RootCause, len(rep.RootCauses))
 	for _, rc := range rep.RootCauses {
 		roots[rc.ID] = rc
@@ -123,6 +141,9 @@ func (t *Tracker) Observe(ctx context.Context, now time.Time) error {
 		delete(t.open, in.Target)
 		t.mu.Unlock()
 		t.lastEnd[in.Target] = now
+		for _, e := range in.Explains {
+			t.orphaned[e] = now
+		}
 		t.logger.Info("incident ended", "target", in.Target, "incident", in.ID, "started", in.StartedAt, "duration", now.Sub(in.StartedAt).Round(time.Second))
 	}
 	for _, in := range open {
@@ -149,6 +170,9 @@ func (t *Tracker) Observe(ctx context.Context, now time.Time) error {
 		t.mu.RUnlock()
 		if known {
 			continue
+		}
+		if ended, ok := t.orphaned[rc.ID]; ok && now.Sub(ended) < t.Grace {
+			continue // likely recovering with what explained it
 		}
 		start := rc.Since
 		if start.IsZero() || start.After(now) {

@@ -250,10 +250,17 @@ func TestRootCauseMoves(t *testing.T) {
 	}
 
 	// The cache recovers, the api keeps failing on its own: it becomes the
-	// root cause, its incident starting when it became troubled (it had no
+	// root cause. For a grace period it may just be recovering later than
+	// the cache (at its own next check), so no incident opens yet; after
+	// it, one does, starting when the api became troubled (it had no
 	// incident of its own before, so no earlier end holds it back).
 	f.recover("cache")
 	observe(t, tr, t0.Add(3*time.Minute))
+	observe(t, tr, t0.Add(3*time.Minute+tr.Grace-time.Second))
+	if open := tr.Open(); len(open) != 0 {
+		t.Fatalf("an incident opened within the grace after the one explaining it ended: %+v", open)
+	}
+	observe(t, tr, t0.Add(3*time.Minute+tr.Grace))
 	if since, ok := tr.Since("api"); !ok || !since.Equal(t0) {
 		t.Fatalf("Since(api) = %v, %v; want when it became troubled", since, ok)
 	}

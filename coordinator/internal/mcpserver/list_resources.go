@@ -2,8 +2,10 @@ package mcpserver
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -40,13 +42,35 @@ type ResourceView struct {
 	Kind        string             `json:"kind" jsonschema:"database, bucket, probe or load_balancer"`
 	Engine      string             `json:"engine"`
 	Target      string             `json:"target"`
-	Status      string             `json:"status" jsonschema:"ok, failed (the last check) or unknown (not checked yet)"`
+	Status      string             `json:"status" jsonschema:"ok, failed (from every place it is checked from), degraded (failing from some of them) or unknown (not checked yet)"`
 	Troubled    bool               `json:"troubled" jsonschema:"failing enough checks in a row to count as an incident"`
 	Reason      string             `json:"reason,omitempty" jsonschema:"why the last check failed, as the probe saw it"`
 	Metrics     map[string]float64 `json:"metrics" jsonschema:"latency_ms and what the protocol tells cheaply (status_code, days_left, auth_required …)"`
 	CheckedAt   string             `json:"checkedAt,omitempty"`
-	CheckedFrom string             `json:"checkedFrom,omitempty" jsonschema:"where the check ran: the coordinator, or a server"`
+	CheckedFrom string             `json:"checkedFrom,omitempty" jsonschema:"where the checks that count ran: the servers that use it (comma-separated), or the coordinator"`
 	Since       string             `json:"since,omitempty" jsonschema:"since when it has been troubled (or healthy)"`
+	Backends    []BackendView      `json:"backends,omitempty" jsonschema:"load balancers: the targets behind it (what it uses) and their state"`
+	Checks      []CheckView        `json:"checks" jsonschema:"each vantage point's latest check: the servers that use it probe it through their agents; the coordinator probes it when none can"`
+}
+
+// BackendView is a target behind a load balancer.
+type BackendView struct {
+	ID       string `json:"id"`
+	Kind     string `json:"kind"`
+	Status   string `json:"status"`
+	Troubled bool   `json:"troubled"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// CheckView is one vantage point's latest check of a resource.
+type CheckView struct {
+	From      string  `json:"from" jsonschema:"a server, or coordinator"`
+	Status    string  `json:"status" jsonschema:"ok or failed"`
+	Reason    string  `json:"reason,omitempty"`
+	Failures  int     `json:"failures" jsonschema:"checks failed in a row from here"`
+	LatencyMs float64 `json:"latencyMs"`
+	CheckedAt string  `json:"checkedAt"`
+	Fresh     bool    `json:"fresh" jsonschema:"recent enough to count; a stale check is from a vantage point that stopped reporting"`
 }
 
 func addListResources(s *mcp.Server, d Deps) {
@@ -59,6 +83,10 @@ func addListResources(s *mcp.Server, d Deps) {
 		OutputSchema: outputSchema[ResourcesOutput](),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, _ NoInput) (*mcp.CallToolResult, ResourcesOutput, error) {
 		out := ResourcesOutput{Resources: []ResourceView{}, Candidates: candidates(d)}
+		g, err := d.Topology.Graph()
+		if err != nil {
+			return nil, ResourcesOutput{}, fmt.Errorf("the topology cannot be built: %v", err)
+		}
 		for _, st := range d.Resources.States() {
 			m := maps.Clone(st.Metrics)
 			if m == nil {
@@ -67,8 +95,23 @@ func addListResources(s *mcp.Server, d Deps) {
 			if st.Status != "unknown" {
 				m["latency_ms"] = float64(st.Latency.Microseconds()) / 1000
 			}
+			checks := []CheckView{}
+			for _, c := range st.Checks {
+				checks = append(checks, CheckView{From: c.From, Status: c.Status, Reason: c.Reason, Failures: c.Failures,
+					LatencyMs: float64(c.Latency.Microseconds()) / 1000, CheckedAt: rfc3339(c.CheckedAt), Fresh: c.Fresh})
+			}
+			var backends []BackendView
+			if st.Kind == "load_balancer" {
+				backends = []BackendView{}
+				for _, id := range g.Uses(st.ID) {
+					if b, ok := g.Target(id); ok {
+						backends = append(backends, BackendView{ID: b.ID, Kind: b.Kind, Status: b.Status, Troubled: b.Troubled, Reason: b.Reason})
+					}
+				}
+			}
 			out.Resources = append(out.Resources, ResourceView{ID: st.ID, Name: st.Name, Kind: st.Kind, Engine: st.Engine, Target: st.Target,
-				Status: st.Status, Troubled: st.Troubled, Reason: st.Reason, Metrics: m, CheckedAt: rfc3339(st.CheckedAt), CheckedFrom: st.CheckedFrom, Since: rfc3339(st.Since)})
+				Status: st.Status, Troubled: st.Troubled, Reason: st.Reason, Metrics: m, CheckedAt: rfc3339(st.CheckedAt), CheckedFrom: st.CheckedFrom,
+				Since: rfc3339(st.Since), Backends: backends, Checks: checks})
 		}
 		return nil, out, nil
 	})
@@ -91,7 +134,12 @@ func candidates(d Deps) []CandidateView {
 			if !ok || seen[l.GetPort()] || loopback.Host(l.GetAddress()) || !strings.HasPrefix(l.GetProto(), "tcp") {
 				continue
 			}
-			if configured[net.JoinHostPort(l.GetAddress(), strconv.Itoa(int(l.GetPort())))] {
+			// A wildcard listener serves each of the server's addresses.
+			addrs := []string{l.GetAddress()}
+			if ip := net.ParseIP(l.GetAddress()); ip != nil && ip.IsUnspecified() {
+				addrs = srv.State.GetHost().GetAddresses()
+			}
+			if slices.ContainsFunc(addrs, func(a string) bool { return configured[net.JoinHostPort(a, strconv.Itoa(int(l.GetPort())))] }) {
 				continue
 			}
 			seen[l.GetPort()] = true

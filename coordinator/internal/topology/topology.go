@@ -4,6 +4,7 @@
 package topology
 
 import (
+	"maps"
 	"net"
 	"net/url"
 	"slices"
@@ -58,7 +59,7 @@ func (s *Source) Graph() (*graph.Graph, error) {
 		targets = append(targets, t)
 		known[srv.Name] = true
 	}
-	endpoints := map[string]string{} // "host:port" → resource id
+	endpoints := resourceEndpoints(s.cfg)
 	for _, r := range s.cfg.Resources {
 		name := r.Name
 		if name == "" {
@@ -72,32 +73,9 @@ func (s *Source) Graph() (*graph.Graph, error) {
 		}
 		targets = append(targets, t)
 		known[r.ID] = true
-		if ep := Endpoint(r.Engine, r.Target); ep != "" {
-			endpoints[ep] = r.ID
-		}
 	}
 
-	// Declared links whose ends exist (a server named in the config may not
-	// have enrolled yet), then what the agents' connections show.
-	var links []graph.Link
-	declared := map[[2]string]bool{}
-	for _, l := range s.cfg.Links {
-		if known[l.From] && known[l.To] {
-			links = append(links, graph.Link{From: l.From, To: l.To, Source: graph.SourceDeclared})
-			declared[[2]string{l.From, l.To}] = true
-		}
-	}
-	for _, srv := range servers {
-		for _, c := range srv.State.GetConnections().GetItems() {
-			ep := net.JoinHostPort(c.GetRemoteAddress(), strconv.Itoa(int(c.GetRemotePort())))
-			to, ok := endpoints[ep]
-			if !ok || to == srv.Name || declared[[2]string{srv.Name, to}] {
-				continue
-			}
-			declared[[2]string{srv.Name, to}] = true
-			links = append(links, graph.Link{From: srv.Name, To: to, Source: graph.SourceDiscovered})
-		}
-	}
+	links := s.links(servers, known, endpoints)
 
 	// Districts from the config, plus the district each agent declares.
 	byID := map[string]*graph.District{}
@@ -136,6 +114,143 @@ func (s *Source) Graph() (*graph.Graph, error) {
 		districts = append(districts, *byID[id])
 	}
 	return graph.New(targets, links, districts)
+}
+
+// resourceEndpoints maps the host:port each resource's target names to
+// the resource.
+func resourceEndpoints(cfg *config.Config) map[string]string {
+	endpoints := map[string]string{}
+	for _, r := range cfg.Resources {
+		if ep := Endpoint(r.Engine, r.Target); ep != "" {
+			endpoints[ep] = r.ID
+		}
+	}
+	return endpoints
+}
+
+// links are the declared links whose ends exist (a server named in the
+// config may not have enrolled yet), then what the agents show:
+//   - server → resource: an established connection to a resource's endpoint;
+//   - server → server: an established connection to an address another
+//     server has and a port it listens on there;
+//   - resource → server: the server listening on the resource's endpoint
+//     (the resource runs there, so it depends on that server).
+//
+// A discovered link that was also declared is kept once, as declared.
+func (s *Source) links(servers []fleet.Server, known map[string]bool, endpoints map[string]string) []graph.Link {
+	var links []graph.Link
+	seen := map[[2]string]bool{}
+	add := func(from, to, source string) {
+		if from == to || seen[[2]string{from, to}] {
+			return
+		}
+		seen[[2]string{from, to}] = true
+		links = append(links, graph.Link{From: from, To: to, Source: source})
+	}
+	for _, l := range s.cfg.Links {
+		if known[l.From] && known[l.To] {
+			add(l.From, l.To, graph.SourceDeclared)
+		}
+	}
+	listening := ListeningIndex(servers)
+	for _, srv := range servers {
+		for _, c := range srv.State.GetConnections().GetItems() {
+			ep := net.JoinHostPort(c.GetRemoteAddress(), strconv.Itoa(int(c.GetRemotePort())))
+			if to, ok := endpoints[ep]; ok {
+				add(srv.Name, to, graph.SourceDiscovered)
+			} else if to, ok := listening[ep]; ok {
+				add(srv.Name, to, graph.SourceDiscovered)
+			}
+		}
+	}
+	for _, ep := range slices.Sorted(maps.Keys(endpoints)) {
+		if on, ok := listening[ep]; ok {
+			add(endpoints[ep], on, graph.SourceDiscovered)
+		}
+	}
+	return links
+}
+
+// ListeningIndex maps "address:port" to the server listening there, for
+// every TCP port a server listens on outside loopback: a wildcard listener
+// counts on each of the server's own addresses. An endpoint two servers
+// claim (the same private address in two networks) names neither.
+func ListeningIndex(servers []fleet.Server) map[string]string {
+	idx := map[string]string{}
+	ambiguous := map[string]bool{}
+	claim := func(addr string, port uint32, server string) {
+		ep := net.JoinHostPort(addr, strconv.Itoa(int(port)))
+		if prev, ok := idx[ep]; ok && prev != server {
+			ambiguous[ep] = true
+		}
+		idx[ep] = server
+	}
+	for _, srv := range servers {
+		addrs := srv.State.GetHost().GetAddresses()
+		for _, l := range srv.State.GetListeners().GetItems() {
+			if !strings.HasPrefix(l.GetProto(), "tcp") {
+				continue
+			}
+			ip := net.ParseIP(strings.Trim(l.GetAddress(), "[]"))
+			switch {
+			case ip == nil || ip.IsLoopback():
+			case ip.IsUnspecified():
+				// 0.0.0.0 takes IPv4 only; :: takes both on Linux's default dual stack.
+				for _, a := range addrs {
+					if aip := net.ParseIP(a); aip != nil && (aip.To4() != nil || l.GetProto() == "tcp6") {
+						claim(a, l.GetPort(), srv.Name)
+					}
+				}
+			default:
+				claim(ip.String(), l.GetPort(), srv.Name)
+			}
+		}
+	}
+	for ep := range ambiguous {
+		delete(idx, ep)
+	}
+	return idx
+}
+
+// Vantages says, for each resource, which servers' agents should probe it:
+// the servers in its probeFrom, else the servers that use it (by a declared
+// or a discovered link); of those, only the ones online whose agents run
+// probes. A resource with none is left out: the coordinator probes it.
+func (s *Source) Vantages() map[string][]string {
+	servers := s.servers.Servers()
+	known := map[string]bool{}
+	able := map[string]bool{}
+	for _, srv := range servers {
+		known[srv.Name] = true
+		able[srv.Name] = srv.Online && slices.Contains(srv.Hello.GetCapabilities(), "probes")
+	}
+	for _, r := range s.cfg.Resources {
+		known[r.ID] = true
+	}
+	users := map[string][]string{}
+	for _, l := range s.links(servers, known, resourceEndpoints(s.cfg)) {
+		if able[l.From] {
+			users[l.To] = append(users[l.To], l.From)
+		}
+	}
+	out := map[string][]string{}
+	for _, r := range s.cfg.Resources {
+		var from []string
+		if len(r.ProbeFrom) > 0 {
+			for _, srv := range r.ProbeFrom {
+				if able[srv] {
+					from = append(from, srv)
+				}
+			}
+		} else {
+			from = users[r.ID]
+		}
+		if len(from) > 0 {
+			slices.Sort(from)
+			out[r.ID] = slices.Compact(from)
+		}
+	}
+	return out
 }
 
 // Endpoint is the host:port a resource's target names, for matching the

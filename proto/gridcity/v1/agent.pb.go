@@ -688,8 +688,11 @@ type HostInfo struct {
 	UptimeSeconds  uint64                 `protobuf:"varint,7,opt,name=uptime_seconds,json=uptimeSeconds,proto3" json:"uptime_seconds,omitempty"`
 	BootUnix       int64                  `protobuf:"varint,8,opt,name=boot_unix,json=bootUnix,proto3" json:"boot_unix,omitempty"`
 	Virtualization string                 `protobuf:"bytes,9,opt,name=virtualization,proto3" json:"virtualization,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The host's unicast addresses outside loopback and link-local, sorted,
+	// for discovering which servers the others connect to.
+	Addresses     []string `protobuf:"bytes,10,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HostInfo) Reset() {
@@ -783,6 +786,13 @@ func (x *HostInfo) GetVirtualization() string {
 		return x.Virtualization
 	}
 	return ""
+}
+
+func (x *HostInfo) GetAddresses() []string {
+	if x != nil {
+		return x.Addresses
+	}
+	return nil
 }
 
 type CPU struct {
@@ -2612,7 +2622,7 @@ const file_gridcity_v1_agent_proto_rawDesc = "" +
 	" \x01(\v2\x17.gridcity.v1.ContainersR\n" +
 	"containers\x12.\n" +
 	"\aupdates\x18\v \x01(\v2\x14.gridcity.v1.UpdatesR\aupdates\x12%\n" +
-	"\x04gaps\x18\f \x01(\v2\x11.gridcity.v1.GapsR\x04gaps\"\x96\x02\n" +
+	"\x04gaps\x18\f \x01(\v2\x11.gridcity.v1.GapsR\x04gaps\"\xb4\x02\n" +
 	"\bHostInfo\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12\x0e\n" +
 	"\x02os\x18\x02 \x01(\tR\x02os\x12\x1d\n" +
@@ -2623,7 +2633,9 @@ const file_gridcity_v1_agent_proto_rawDesc = "" +
 	"\x04arch\x18\x06 \x01(\tR\x04arch\x12%\n" +
 	"\x0euptime_seconds\x18\a \x01(\x04R\ruptimeSeconds\x12\x1b\n" +
 	"\tboot_unix\x18\b \x01(\x03R\bbootUnix\x12&\n" +
-	"\x0evirtualization\x18\t \x01(\tR\x0evirtualization\"\x98\x01\n" +
+	"\x0evirtualization\x18\t \x01(\tR\x0evirtualization\x12\x1c\n" +
+	"\taddresses\x18\n" +
+	" \x03(\tR\taddresses\"\x98\x01\n" +
 	"\x03CPU\x12\x14\n" +
 	"\x05cores\x18\x01 \x01(\rR\x05cores\x12!\n" +
 	"\fbusy_percent\x18\x02 \x01(\x01R\vbusyPercent\x12\x14\n" +
