@@ -86,7 +86,7 @@ func (x CommandEvent_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CommandEvent_Kind.Descriptor instead.
 func (CommandEvent_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{22, 0}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{28, 0}
 }
 
 // KIND_OUTPUT: a chunk of one stream.
@@ -136,7 +136,7 @@ func (x CommandEvent_Stream) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CommandEvent_Stream.Descriptor instead.
 func (CommandEvent_Stream) EnumDescriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{22, 1}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{28, 1}
 }
 
 type EnrollRequest struct {
@@ -558,7 +558,12 @@ type StateUpdate struct {
 	Containers      *Containers            `protobuf:"bytes,10,opt,name=containers,proto3" json:"containers,omitempty"`
 	Updates         *Updates               `protobuf:"bytes,11,opt,name=updates,proto3" json:"updates,omitempty"`
 	// Facts that could not be collected, with the reason. Always the whole list.
-	Gaps          *Gaps `protobuf:"bytes,12,opt,name=gaps,proto3" json:"gaps,omitempty"`
+	Gaps *Gaps `protobuf:"bytes,12,opt,name=gaps,proto3" json:"gaps,omitempty"`
+	// SSH logins seen in the logs (followed every few seconds) and the
+	// host's defences (read every medium interval): two sections, so that
+	// each travels on its own schedule.
+	Logins        *Logins   `protobuf:"bytes,13,opt,name=logins,proto3" json:"logins,omitempty"`
+	Defenses      *Defenses `protobuf:"bytes,14,opt,name=defenses,proto3" json:"defenses,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -673,6 +678,20 @@ func (x *StateUpdate) GetUpdates() *Updates {
 func (x *StateUpdate) GetGaps() *Gaps {
 	if x != nil {
 		return x.Gaps
+	}
+	return nil
+}
+
+func (x *StateUpdate) GetLogins() *Logins {
+	if x != nil {
+		return x.Logins
+	}
+	return nil
+}
+
+func (x *StateUpdate) GetDefenses() *Defenses {
+	if x != nil {
+		return x.Defenses
 	}
 	return nil
 }
@@ -1675,6 +1694,470 @@ func (x *Updates) GetCheckedUnix() int64 {
 	return 0
 }
 
+// Logins is what the agent saw of SSH authentication in its logs. The
+// agent gathers; the coordinator judges (what is an attack, whether it is
+// blocked). Every string here comes from logs an attacker may have shaped:
+// bounded by the agent, passed on as data.
+type Logins struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Where the SSH log events came from: file paths, or "journal".
+	LogSources []string `protobuf:"bytes,1,rep,name=log_sources,json=logSources,proto3" json:"log_sources,omitempty"`
+	// Sources of SSH authentication events in the window the agent keeps
+	// (the last 24 hours), the busiest first; at most 512.
+	Sources       []*AuthSource `protobuf:"bytes,2,rep,name=sources,proto3" json:"sources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Logins) Reset() {
+	*x = Logins{}
+	mi := &file_gridcity_v1_agent_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Logins) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Logins) ProtoMessage() {}
+
+func (x *Logins) ProtoReflect() protoreflect.Message {
+	mi := &file_gridcity_v1_agent_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Logins.ProtoReflect.Descriptor instead.
+func (*Logins) Descriptor() ([]byte, []int) {
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *Logins) GetLogSources() []string {
+	if x != nil {
+		return x.LogSources
+	}
+	return nil
+}
+
+func (x *Logins) GetSources() []*AuthSource {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
+}
+
+// Defenses is what protects the host's SSH: the firewall's blocks and
+// sshd's authentication settings.
+type Defenses struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Firewall      *Firewall              `protobuf:"bytes,1,opt,name=firewall,proto3" json:"firewall,omitempty"`
+	Sshd          *SSHConfig             `protobuf:"bytes,2,opt,name=sshd,proto3" json:"sshd,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Defenses) Reset() {
+	*x = Defenses{}
+	mi := &file_gridcity_v1_agent_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Defenses) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Defenses) ProtoMessage() {}
+
+func (x *Defenses) ProtoReflect() protoreflect.Message {
+	mi := &file_gridcity_v1_agent_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Defenses.ProtoReflect.Descriptor instead.
+func (*Defenses) Descriptor() ([]byte, []int) {
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *Defenses) GetFirewall() *Firewall {
+	if x != nil {
+		return x.Firewall
+	}
+	return nil
+}
+
+func (x *Defenses) GetSshd() *SSHConfig {
+	if x != nil {
+		return x.Sshd
+	}
+	return nil
+}
+
+type AuthSource struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Address string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	// Failed attempts: wrong passwords, refused keys, invalid users,
+	// disconnects before authenticating with too many failures.
+	Failures uint32 `protobuf:"varint,2,opt,name=failures,proto3" json:"failures,omitempty"`
+	// Of those, attempts for users that do not exist.
+	InvalidUsers uint32 `protobuf:"varint,3,opt,name=invalid_users,json=invalidUsers,proto3" json:"invalid_users,omitempty"`
+	// User names tried, most frequent first, at most 16 (each at most 64
+	// bytes); users_more counts the other distinct names.
+	Users         []string `protobuf:"bytes,4,rep,name=users,proto3" json:"users,omitempty"`
+	UsersMore     uint32   `protobuf:"varint,5,opt,name=users_more,json=usersMore,proto3" json:"users_more,omitempty"`
+	FirstSeenUnix int64    `protobuf:"varint,6,opt,name=first_seen_unix,json=firstSeenUnix,proto3" json:"first_seen_unix,omitempty"`
+	LastSeenUnix  int64    `protobuf:"varint,7,opt,name=last_seen_unix,json=lastSeenUnix,proto3" json:"last_seen_unix,omitempty"`
+	// Accepted logins from this source.
+	Successes       uint32 `protobuf:"varint,8,opt,name=successes,proto3" json:"successes,omitempty"`
+	LastSuccessUnix int64  `protobuf:"varint,9,opt,name=last_success_unix,json=lastSuccessUnix,proto3" json:"last_success_unix,omitempty"`
+	LastSuccessUser string `protobuf:"bytes,10,opt,name=last_success_user,json=lastSuccessUser,proto3" json:"last_success_user,omitempty"`
+	// Failures from this source before its latest accepted login.
+	FailuresBeforeSuccess uint32 `protobuf:"varint,11,opt,name=failures_before_success,json=failuresBeforeSuccess,proto3" json:"failures_before_success,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *AuthSource) Reset() {
+	*x = AuthSource{}
+	mi := &file_gridcity_v1_agent_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthSource) ProtoMessage() {}
+
+func (x *AuthSource) ProtoReflect() protoreflect.Message {
+	mi := &file_gridcity_v1_agent_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthSource.ProtoReflect.Descriptor instead.
+func (*AuthSource) Descriptor() ([]byte, []int) {
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *AuthSource) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *AuthSource) GetFailures() uint32 {
+	if x != nil {
+		return x.Failures
+	}
+	return 0
+}
+
+func (x *AuthSource) GetInvalidUsers() uint32 {
+	if x != nil {
+		return x.InvalidUsers
+	}
+	return 0
+}
+
+func (x *AuthSource) GetUsers() []string {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+func (x *AuthSource) GetUsersMore() uint32 {
+	if x != nil {
+		return x.UsersMore
+	}
+	return 0
+}
+
+func (x *AuthSource) GetFirstSeenUnix() int64 {
+	if x != nil {
+		return x.FirstSeenUnix
+	}
+	return 0
+}
+
+func (x *AuthSource) GetLastSeenUnix() int64 {
+	if x != nil {
+		return x.LastSeenUnix
+	}
+	return 0
+}
+
+func (x *AuthSource) GetSuccesses() uint32 {
+	if x != nil {
+		return x.Successes
+	}
+	return 0
+}
+
+func (x *AuthSource) GetLastSuccessUnix() int64 {
+	if x != nil {
+		return x.LastSuccessUnix
+	}
+	return 0
+}
+
+func (x *AuthSource) GetLastSuccessUser() string {
+	if x != nil {
+		return x.LastSuccessUser
+	}
+	return ""
+}
+
+func (x *AuthSource) GetFailuresBeforeSuccess() uint32 {
+	if x != nil {
+		return x.FailuresBeforeSuccess
+	}
+	return 0
+}
+
+// Firewall is what blocks incoming traffic by source address.
+type Firewall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tools that could be read: fail2ban, nftables, iptables, ip6tables.
+	Tools []string `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Source networks dropped or rejected, at most 4096.
+	Blocks        []*Block `protobuf:"bytes,2,rep,name=blocks,proto3" json:"blocks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Firewall) Reset() {
+	*x = Firewall{}
+	mi := &file_gridcity_v1_agent_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Firewall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Firewall) ProtoMessage() {}
+
+func (x *Firewall) ProtoReflect() protoreflect.Message {
+	mi := &file_gridcity_v1_agent_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Firewall.ProtoReflect.Descriptor instead.
+func (*Firewall) Descriptor() ([]byte, []int) {
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *Firewall) GetTools() []string {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *Firewall) GetBlocks() []*Block {
+	if x != nil {
+		return x.Blocks
+	}
+	return nil
+}
+
+type Block struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Network       string                 `protobuf:"bytes,1,opt,name=network,proto3" json:"network,omitempty"` // an address or a CIDR, e.g. "203.0.113.7/32"
+	By            string                 `protobuf:"bytes,2,opt,name=by,proto3" json:"by,omitempty"`           // e.g. "fail2ban jail sshd", "nftables inet filter input", "iptables INPUT"
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Block) Reset() {
+	*x = Block{}
+	mi := &file_gridcity_v1_agent_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Block) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Block) ProtoMessage() {}
+
+func (x *Block) ProtoReflect() protoreflect.Message {
+	mi := &file_gridcity_v1_agent_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Block.ProtoReflect.Descriptor instead.
+func (*Block) Descriptor() ([]byte, []int) {
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *Block) GetNetwork() string {
+	if x != nil {
+		return x.Network
+	}
+	return ""
+}
+
+func (x *Block) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+// SSHConfig is sshd's effective authentication settings as read from
+// sshd_config and its drop-ins (first value wins, as sshd reads them);
+// empty when unknown.
+type SSHConfig struct {
+	state                        protoimpl.MessageState `protogen:"open.v1"`
+	PasswordAuthentication       string                 `protobuf:"bytes,1,opt,name=password_authentication,json=passwordAuthentication,proto3" json:"password_authentication,omitempty"`                     // yes, no
+	PermitRootLogin              string                 `protobuf:"bytes,2,opt,name=permit_root_login,json=permitRootLogin,proto3" json:"permit_root_login,omitempty"`                                        // yes, no, prohibit-password, forced-commands-only
+	KbdInteractiveAuthentication string                 `protobuf:"bytes,3,opt,name=kbd_interactive_authentication,json=kbdInteractiveAuthentication,proto3" json:"kbd_interactive_authentication,omitempty"` // yes, no
+	UsePam                       string                 `protobuf:"bytes,4,opt,name=use_pam,json=usePam,proto3" json:"use_pam,omitempty"`                                                                     // yes, no
+	// Where each setting came from ("/etc/ssh/sshd_config.d/50-cloud-init.conf:1"), or "default".
+	PasswordAuthenticationFrom       string `protobuf:"bytes,5,opt,name=password_authentication_from,json=passwordAuthenticationFrom,proto3" json:"password_authentication_from,omitempty"`
+	PermitRootLoginFrom              string `protobuf:"bytes,6,opt,name=permit_root_login_from,json=permitRootLoginFrom,proto3" json:"permit_root_login_from,omitempty"`
+	KbdInteractiveAuthenticationFrom string `protobuf:"bytes,7,opt,name=kbd_interactive_authentication_from,json=kbdInteractiveAuthenticationFrom,proto3" json:"kbd_interactive_authentication_from,omitempty"`
+	// Match blocks can override these for some users or addresses.
+	HasMatchBlocks bool     `protobuf:"varint,8,opt,name=has_match_blocks,json=hasMatchBlocks,proto3" json:"has_match_blocks,omitempty"`
+	Files          []string `protobuf:"bytes,9,rep,name=files,proto3" json:"files,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SSHConfig) Reset() {
+	*x = SSHConfig{}
+	mi := &file_gridcity_v1_agent_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SSHConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SSHConfig) ProtoMessage() {}
+
+func (x *SSHConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_gridcity_v1_agent_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SSHConfig.ProtoReflect.Descriptor instead.
+func (*SSHConfig) Descriptor() ([]byte, []int) {
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SSHConfig) GetPasswordAuthentication() string {
+	if x != nil {
+		return x.PasswordAuthentication
+	}
+	return ""
+}
+
+func (x *SSHConfig) GetPermitRootLogin() string {
+	if x != nil {
+		return x.PermitRootLogin
+	}
+	return ""
+}
+
+func (x *SSHConfig) GetKbdInteractiveAuthentication() string {
+	if x != nil {
+		return x.KbdInteractiveAuthentication
+	}
+	return ""
+}
+
+func (x *SSHConfig) GetUsePam() string {
+	if x != nil {
+		return x.UsePam
+	}
+	return ""
+}
+
+func (x *SSHConfig) GetPasswordAuthenticationFrom() string {
+	if x != nil {
+		return x.PasswordAuthenticationFrom
+	}
+	return ""
+}
+
+func (x *SSHConfig) GetPermitRootLoginFrom() string {
+	if x != nil {
+		return x.PermitRootLoginFrom
+	}
+	return ""
+}
+
+func (x *SSHConfig) GetKbdInteractiveAuthenticationFrom() string {
+	if x != nil {
+		return x.KbdInteractiveAuthenticationFrom
+	}
+	return ""
+}
+
+func (x *SSHConfig) GetHasMatchBlocks() bool {
+	if x != nil {
+		return x.HasMatchBlocks
+	}
+	return false
+}
+
+func (x *SSHConfig) GetFiles() []string {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
 type Gaps struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Items         []*Gap                 `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
@@ -1684,7 +2167,7 @@ type Gaps struct {
 
 func (x *Gaps) Reset() {
 	*x = Gaps{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[20]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1696,7 +2179,7 @@ func (x *Gaps) String() string {
 func (*Gaps) ProtoMessage() {}
 
 func (x *Gaps) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[20]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1709,7 +2192,7 @@ func (x *Gaps) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gaps.ProtoReflect.Descriptor instead.
 func (*Gaps) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{20}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Gaps) GetItems() []*Gap {
@@ -1729,7 +2212,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[21]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1741,7 +2224,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[21]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1754,7 +2237,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{21}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Gap) GetCheck() string {
@@ -1803,7 +2286,7 @@ type CommandEvent struct {
 
 func (x *CommandEvent) Reset() {
 	*x = CommandEvent{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[22]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1815,7 +2298,7 @@ func (x *CommandEvent) String() string {
 func (*CommandEvent) ProtoMessage() {}
 
 func (x *CommandEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[22]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1828,7 +2311,7 @@ func (x *CommandEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandEvent.ProtoReflect.Descriptor instead.
 func (*CommandEvent) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{22}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CommandEvent) GetRequestId() string {
@@ -1945,7 +2428,7 @@ type ProbeResult struct {
 
 func (x *ProbeResult) Reset() {
 	*x = ProbeResult{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[23]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1957,7 +2440,7 @@ func (x *ProbeResult) String() string {
 func (*ProbeResult) ProtoMessage() {}
 
 func (x *ProbeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[23]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1970,7 +2453,7 @@ func (x *ProbeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeResult.ProtoReflect.Descriptor instead.
 func (*ProbeResult) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{23}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ProbeResult) GetProbeId() string {
@@ -2046,7 +2529,7 @@ type CoordinatorMessage struct {
 
 func (x *CoordinatorMessage) Reset() {
 	*x = CoordinatorMessage{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[24]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +2541,7 @@ func (x *CoordinatorMessage) String() string {
 func (*CoordinatorMessage) ProtoMessage() {}
 
 func (x *CoordinatorMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[24]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2554,7 @@ func (x *CoordinatorMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorMessage.ProtoReflect.Descriptor instead.
 func (*CoordinatorMessage) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{24}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CoordinatorMessage) GetBody() isCoordinatorMessage_Body {
@@ -2190,7 +2673,7 @@ type Settings struct {
 
 func (x *Settings) Reset() {
 	*x = Settings{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[25]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2202,7 +2685,7 @@ func (x *Settings) String() string {
 func (*Settings) ProtoMessage() {}
 
 func (x *Settings) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[25]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2215,7 +2698,7 @@ func (x *Settings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settings.ProtoReflect.Descriptor instead.
 func (*Settings) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{25}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Settings) GetFastIntervalSeconds() uint32 {
@@ -2278,7 +2761,7 @@ type RunCommand struct {
 
 func (x *RunCommand) Reset() {
 	*x = RunCommand{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[26]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2290,7 +2773,7 @@ func (x *RunCommand) String() string {
 func (*RunCommand) ProtoMessage() {}
 
 func (x *RunCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[26]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2303,7 +2786,7 @@ func (x *RunCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommand.ProtoReflect.Descriptor instead.
 func (*RunCommand) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{26}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RunCommand) GetRequestId() string {
@@ -2358,7 +2841,7 @@ type CancelCommand struct {
 
 func (x *CancelCommand) Reset() {
 	*x = CancelCommand{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[27]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2853,7 @@ func (x *CancelCommand) String() string {
 func (*CancelCommand) ProtoMessage() {}
 
 func (x *CancelCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[27]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2866,7 @@ func (x *CancelCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCommand.ProtoReflect.Descriptor instead.
 func (*CancelCommand) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{27}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CancelCommand) GetRequestId() string {
@@ -2414,7 +2897,7 @@ type ProbeSpec struct {
 
 func (x *ProbeSpec) Reset() {
 	*x = ProbeSpec{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[28]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2426,7 +2909,7 @@ func (x *ProbeSpec) String() string {
 func (*ProbeSpec) ProtoMessage() {}
 
 func (x *ProbeSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[28]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2439,7 +2922,7 @@ func (x *ProbeSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeSpec.ProtoReflect.Descriptor instead.
 func (*ProbeSpec) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{28}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ProbeSpec) GetId() string {
@@ -2493,7 +2976,7 @@ type RunProbe struct {
 
 func (x *RunProbe) Reset() {
 	*x = RunProbe{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[29]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2505,7 +2988,7 @@ func (x *RunProbe) String() string {
 func (*RunProbe) ProtoMessage() {}
 
 func (x *RunProbe) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[29]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2518,7 +3001,7 @@ func (x *RunProbe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunProbe.ProtoReflect.Descriptor instead.
 func (*RunProbe) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{29}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RunProbe) GetProbe() *ProbeSpec {
@@ -2538,7 +3021,7 @@ type JournalAck struct {
 
 func (x *JournalAck) Reset() {
 	*x = JournalAck{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[30]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2550,7 +3033,7 @@ func (x *JournalAck) String() string {
 func (*JournalAck) ProtoMessage() {}
 
 func (x *JournalAck) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[30]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2563,7 +3046,7 @@ func (x *JournalAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JournalAck.ProtoReflect.Descriptor instead.
 func (*JournalAck) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{30}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *JournalAck) GetForget() []string {
@@ -2606,7 +3089,7 @@ const file_gridcity_v1_agent_proto_rawDesc = "" +
 	"\ajournal\x18\a \x03(\v2\x19.gridcity.v1.CommandEventR\ajournal\"-\n" +
 	"\tHeartbeat\x12 \n" +
 	"\fsent_unix_ms\x18\x01 \x01(\x03R\n" +
-	"sentUnixMs\"\xac\x04\n" +
+	"sentUnixMs\"\x8c\x05\n" +
 	"\vStateUpdate\x12\x12\n" +
 	"\x04full\x18\x01 \x01(\bR\x04full\x12*\n" +
 	"\x11collected_unix_ms\x18\x02 \x01(\x03R\x0fcollectedUnixMs\x12)\n" +
@@ -2622,7 +3105,9 @@ const file_gridcity_v1_agent_proto_rawDesc = "" +
 	" \x01(\v2\x17.gridcity.v1.ContainersR\n" +
 	"containers\x12.\n" +
 	"\aupdates\x18\v \x01(\v2\x14.gridcity.v1.UpdatesR\aupdates\x12%\n" +
-	"\x04gaps\x18\f \x01(\v2\x11.gridcity.v1.GapsR\x04gaps\"\xb4\x02\n" +
+	"\x04gaps\x18\f \x01(\v2\x11.gridcity.v1.GapsR\x04gaps\x12+\n" +
+	"\x06logins\x18\r \x01(\v2\x13.gridcity.v1.LoginsR\x06logins\x121\n" +
+	"\bdefenses\x18\x0e \x01(\v2\x15.gridcity.v1.DefensesR\bdefenses\"\xb4\x02\n" +
 	"\bHostInfo\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12\x0e\n" +
 	"\x02os\x18\x02 \x01(\tR\x02os\x12\x1d\n" +
@@ -2711,7 +3196,45 @@ const file_gridcity_v1_agent_proto_rawDesc = "" +
 	"\bsecurity\x18\x02 \x01(\rR\bsecurity\x12\x18\n" +
 	"\amanager\x18\x03 \x01(\tR\amanager\x12+\n" +
 	"\x11security_packages\x18\x04 \x03(\tR\x10securityPackages\x12!\n" +
-	"\fchecked_unix\x18\x05 \x01(\x03R\vcheckedUnix\".\n" +
+	"\fchecked_unix\x18\x05 \x01(\x03R\vcheckedUnix\"\\\n" +
+	"\x06Logins\x12\x1f\n" +
+	"\vlog_sources\x18\x01 \x03(\tR\n" +
+	"logSources\x121\n" +
+	"\asources\x18\x02 \x03(\v2\x17.gridcity.v1.AuthSourceR\asources\"i\n" +
+	"\bDefenses\x121\n" +
+	"\bfirewall\x18\x01 \x01(\v2\x15.gridcity.v1.FirewallR\bfirewall\x12*\n" +
+	"\x04sshd\x18\x02 \x01(\v2\x16.gridcity.v1.SSHConfigR\x04sshd\"\x98\x03\n" +
+	"\n" +
+	"AuthSource\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x1a\n" +
+	"\bfailures\x18\x02 \x01(\rR\bfailures\x12#\n" +
+	"\rinvalid_users\x18\x03 \x01(\rR\finvalidUsers\x12\x14\n" +
+	"\x05users\x18\x04 \x03(\tR\x05users\x12\x1d\n" +
+	"\n" +
+	"users_more\x18\x05 \x01(\rR\tusersMore\x12&\n" +
+	"\x0ffirst_seen_unix\x18\x06 \x01(\x03R\rfirstSeenUnix\x12$\n" +
+	"\x0elast_seen_unix\x18\a \x01(\x03R\flastSeenUnix\x12\x1c\n" +
+	"\tsuccesses\x18\b \x01(\rR\tsuccesses\x12*\n" +
+	"\x11last_success_unix\x18\t \x01(\x03R\x0flastSuccessUnix\x12*\n" +
+	"\x11last_success_user\x18\n" +
+	" \x01(\tR\x0flastSuccessUser\x126\n" +
+	"\x17failures_before_success\x18\v \x01(\rR\x15failuresBeforeSuccess\"L\n" +
+	"\bFirewall\x12\x14\n" +
+	"\x05tools\x18\x01 \x03(\tR\x05tools\x12*\n" +
+	"\x06blocks\x18\x02 \x03(\v2\x12.gridcity.v1.BlockR\x06blocks\"1\n" +
+	"\x05Block\x12\x18\n" +
+	"\anetwork\x18\x01 \x01(\tR\anetwork\x12\x0e\n" +
+	"\x02by\x18\x02 \x01(\tR\x02by\"\xd5\x03\n" +
+	"\tSSHConfig\x127\n" +
+	"\x17password_authentication\x18\x01 \x01(\tR\x16passwordAuthentication\x12*\n" +
+	"\x11permit_root_login\x18\x02 \x01(\tR\x0fpermitRootLogin\x12D\n" +
+	"\x1ekbd_interactive_authentication\x18\x03 \x01(\tR\x1ckbdInteractiveAuthentication\x12\x17\n" +
+	"\ause_pam\x18\x04 \x01(\tR\x06usePam\x12@\n" +
+	"\x1cpassword_authentication_from\x18\x05 \x01(\tR\x1apasswordAuthenticationFrom\x123\n" +
+	"\x16permit_root_login_from\x18\x06 \x01(\tR\x13permitRootLoginFrom\x12M\n" +
+	"#kbd_interactive_authentication_from\x18\a \x01(\tR kbdInteractiveAuthenticationFrom\x12(\n" +
+	"\x10has_match_blocks\x18\b \x01(\bR\x0ehasMatchBlocks\x12\x14\n" +
+	"\x05files\x18\t \x03(\tR\x05files\".\n" +
 	"\x04Gaps\x12&\n" +
 	"\x05items\x18\x01 \x03(\v2\x10.gridcity.v1.GapR\x05items\"3\n" +
 	"\x03Gap\x12\x14\n" +
@@ -2824,7 +3347,7 @@ func file_gridcity_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_gridcity_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_gridcity_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_gridcity_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_gridcity_v1_agent_proto_goTypes = []any{
 	(CommandEvent_Kind)(0),     // 0: gridcity.v1.CommandEvent.Kind
 	(CommandEvent_Stream)(0),   // 1: gridcity.v1.CommandEvent.Stream
@@ -2848,26 +3371,32 @@ var file_gridcity_v1_agent_proto_goTypes = []any{
 	(*Containers)(nil),         // 19: gridcity.v1.Containers
 	(*Container)(nil),          // 20: gridcity.v1.Container
 	(*Updates)(nil),            // 21: gridcity.v1.Updates
-	(*Gaps)(nil),               // 22: gridcity.v1.Gaps
-	(*Gap)(nil),                // 23: gridcity.v1.Gap
-	(*CommandEvent)(nil),       // 24: gridcity.v1.CommandEvent
-	(*ProbeResult)(nil),        // 25: gridcity.v1.ProbeResult
-	(*CoordinatorMessage)(nil), // 26: gridcity.v1.CoordinatorMessage
-	(*Settings)(nil),           // 27: gridcity.v1.Settings
-	(*RunCommand)(nil),         // 28: gridcity.v1.RunCommand
-	(*CancelCommand)(nil),      // 29: gridcity.v1.CancelCommand
-	(*ProbeSpec)(nil),          // 30: gridcity.v1.ProbeSpec
-	(*RunProbe)(nil),           // 31: gridcity.v1.RunProbe
-	(*JournalAck)(nil),         // 32: gridcity.v1.JournalAck
-	nil,                        // 33: gridcity.v1.ProbeResult.MetricsEntry
+	(*Logins)(nil),             // 22: gridcity.v1.Logins
+	(*Defenses)(nil),           // 23: gridcity.v1.Defenses
+	(*AuthSource)(nil),         // 24: gridcity.v1.AuthSource
+	(*Firewall)(nil),           // 25: gridcity.v1.Firewall
+	(*Block)(nil),              // 26: gridcity.v1.Block
+	(*SSHConfig)(nil),          // 27: gridcity.v1.SSHConfig
+	(*Gaps)(nil),               // 28: gridcity.v1.Gaps
+	(*Gap)(nil),                // 29: gridcity.v1.Gap
+	(*CommandEvent)(nil),       // 30: gridcity.v1.CommandEvent
+	(*ProbeResult)(nil),        // 31: gridcity.v1.ProbeResult
+	(*CoordinatorMessage)(nil), // 32: gridcity.v1.CoordinatorMessage
+	(*Settings)(nil),           // 33: gridcity.v1.Settings
+	(*RunCommand)(nil),         // 34: gridcity.v1.RunCommand
+	(*CancelCommand)(nil),      // 35: gridcity.v1.CancelCommand
+	(*ProbeSpec)(nil),          // 36: gridcity.v1.ProbeSpec
+	(*RunProbe)(nil),           // 37: gridcity.v1.RunProbe
+	(*JournalAck)(nil),         // 38: gridcity.v1.JournalAck
+	nil,                        // 39: gridcity.v1.ProbeResult.MetricsEntry
 }
 var file_gridcity_v1_agent_proto_depIdxs = []int32{
 	5,  // 0: gridcity.v1.AgentMessage.hello:type_name -> gridcity.v1.Hello
 	7,  // 1: gridcity.v1.AgentMessage.state:type_name -> gridcity.v1.StateUpdate
 	6,  // 2: gridcity.v1.AgentMessage.heartbeat:type_name -> gridcity.v1.Heartbeat
-	24, // 3: gridcity.v1.AgentMessage.command_event:type_name -> gridcity.v1.CommandEvent
-	25, // 4: gridcity.v1.AgentMessage.probe_result:type_name -> gridcity.v1.ProbeResult
-	24, // 5: gridcity.v1.Hello.journal:type_name -> gridcity.v1.CommandEvent
+	30, // 3: gridcity.v1.AgentMessage.command_event:type_name -> gridcity.v1.CommandEvent
+	31, // 4: gridcity.v1.AgentMessage.probe_result:type_name -> gridcity.v1.ProbeResult
+	30, // 5: gridcity.v1.Hello.journal:type_name -> gridcity.v1.CommandEvent
 	8,  // 6: gridcity.v1.StateUpdate.host:type_name -> gridcity.v1.HostInfo
 	9,  // 7: gridcity.v1.StateUpdate.cpu:type_name -> gridcity.v1.CPU
 	10, // 8: gridcity.v1.StateUpdate.memory:type_name -> gridcity.v1.Memory
@@ -2877,33 +3406,39 @@ var file_gridcity_v1_agent_proto_depIdxs = []int32{
 	17, // 12: gridcity.v1.StateUpdate.failed_units:type_name -> gridcity.v1.Units
 	19, // 13: gridcity.v1.StateUpdate.containers:type_name -> gridcity.v1.Containers
 	21, // 14: gridcity.v1.StateUpdate.updates:type_name -> gridcity.v1.Updates
-	22, // 15: gridcity.v1.StateUpdate.gaps:type_name -> gridcity.v1.Gaps
-	12, // 16: gridcity.v1.Disks.items:type_name -> gridcity.v1.Disk
-	14, // 17: gridcity.v1.Listeners.items:type_name -> gridcity.v1.Listener
-	16, // 18: gridcity.v1.Connections.items:type_name -> gridcity.v1.Connection
-	18, // 19: gridcity.v1.Units.items:type_name -> gridcity.v1.Unit
-	20, // 20: gridcity.v1.Containers.items:type_name -> gridcity.v1.Container
-	23, // 21: gridcity.v1.Gaps.items:type_name -> gridcity.v1.Gap
-	0,  // 22: gridcity.v1.CommandEvent.kind:type_name -> gridcity.v1.CommandEvent.Kind
-	1,  // 23: gridcity.v1.CommandEvent.stream:type_name -> gridcity.v1.CommandEvent.Stream
-	33, // 24: gridcity.v1.ProbeResult.metrics:type_name -> gridcity.v1.ProbeResult.MetricsEntry
-	27, // 25: gridcity.v1.CoordinatorMessage.settings:type_name -> gridcity.v1.Settings
-	28, // 26: gridcity.v1.CoordinatorMessage.run_command:type_name -> gridcity.v1.RunCommand
-	29, // 27: gridcity.v1.CoordinatorMessage.cancel_command:type_name -> gridcity.v1.CancelCommand
-	31, // 28: gridcity.v1.CoordinatorMessage.run_probe:type_name -> gridcity.v1.RunProbe
-	6,  // 29: gridcity.v1.CoordinatorMessage.heartbeat:type_name -> gridcity.v1.Heartbeat
-	32, // 30: gridcity.v1.CoordinatorMessage.journal_ack:type_name -> gridcity.v1.JournalAck
-	30, // 31: gridcity.v1.Settings.probes:type_name -> gridcity.v1.ProbeSpec
-	30, // 32: gridcity.v1.RunProbe.probe:type_name -> gridcity.v1.ProbeSpec
-	2,  // 33: gridcity.v1.AgentService.Enroll:input_type -> gridcity.v1.EnrollRequest
-	4,  // 34: gridcity.v1.AgentService.Connect:input_type -> gridcity.v1.AgentMessage
-	3,  // 35: gridcity.v1.AgentService.Enroll:output_type -> gridcity.v1.EnrollResponse
-	26, // 36: gridcity.v1.AgentService.Connect:output_type -> gridcity.v1.CoordinatorMessage
-	35, // [35:37] is the sub-list for method output_type
-	33, // [33:35] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	28, // 15: gridcity.v1.StateUpdate.gaps:type_name -> gridcity.v1.Gaps
+	22, // 16: gridcity.v1.StateUpdate.logins:type_name -> gridcity.v1.Logins
+	23, // 17: gridcity.v1.StateUpdate.defenses:type_name -> gridcity.v1.Defenses
+	12, // 18: gridcity.v1.Disks.items:type_name -> gridcity.v1.Disk
+	14, // 19: gridcity.v1.Listeners.items:type_name -> gridcity.v1.Listener
+	16, // 20: gridcity.v1.Connections.items:type_name -> gridcity.v1.Connection
+	18, // 21: gridcity.v1.Units.items:type_name -> gridcity.v1.Unit
+	20, // 22: gridcity.v1.Containers.items:type_name -> gridcity.v1.Container
+	24, // 23: gridcity.v1.Logins.sources:type_name -> gridcity.v1.AuthSource
+	25, // 24: gridcity.v1.Defenses.firewall:type_name -> gridcity.v1.Firewall
+	27, // 25: gridcity.v1.Defenses.sshd:type_name -> gridcity.v1.SSHConfig
+	26, // 26: gridcity.v1.Firewall.blocks:type_name -> gridcity.v1.Block
+	29, // 27: gridcity.v1.Gaps.items:type_name -> gridcity.v1.Gap
+	0,  // 28: gridcity.v1.CommandEvent.kind:type_name -> gridcity.v1.CommandEvent.Kind
+	1,  // 29: gridcity.v1.CommandEvent.stream:type_name -> gridcity.v1.CommandEvent.Stream
+	39, // 30: gridcity.v1.ProbeResult.metrics:type_name -> gridcity.v1.ProbeResult.MetricsEntry
+	33, // 31: gridcity.v1.CoordinatorMessage.settings:type_name -> gridcity.v1.Settings
+	34, // 32: gridcity.v1.CoordinatorMessage.run_command:type_name -> gridcity.v1.RunCommand
+	35, // 33: gridcity.v1.CoordinatorMessage.cancel_command:type_name -> gridcity.v1.CancelCommand
+	37, // 34: gridcity.v1.CoordinatorMessage.run_probe:type_name -> gridcity.v1.RunProbe
+	6,  // 35: gridcity.v1.CoordinatorMessage.heartbeat:type_name -> gridcity.v1.Heartbeat
+	38, // 36: gridcity.v1.CoordinatorMessage.journal_ack:type_name -> gridcity.v1.JournalAck
+	36, // 37: gridcity.v1.Settings.probes:type_name -> gridcity.v1.ProbeSpec
+	36, // 38: gridcity.v1.RunProbe.probe:type_name -> gridcity.v1.ProbeSpec
+	2,  // 39: gridcity.v1.AgentService.Enroll:input_type -> gridcity.v1.EnrollRequest
+	4,  // 40: gridcity.v1.AgentService.Connect:input_type -> gridcity.v1.AgentMessage
+	3,  // 41: gridcity.v1.AgentService.Enroll:output_type -> gridcity.v1.EnrollResponse
+	32, // 42: gridcity.v1.AgentService.Connect:output_type -> gridcity.v1.CoordinatorMessage
+	41, // [41:43] is the sub-list for method output_type
+	39, // [39:41] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_gridcity_v1_agent_proto_init() }
@@ -2918,7 +3453,7 @@ func file_gridcity_v1_agent_proto_init() {
 		(*AgentMessage_CommandEvent)(nil),
 		(*AgentMessage_ProbeResult)(nil),
 	}
-	file_gridcity_v1_agent_proto_msgTypes[24].OneofWrappers = []any{
+	file_gridcity_v1_agent_proto_msgTypes[30].OneofWrappers = []any{
 		(*CoordinatorMessage_Settings)(nil),
 		(*CoordinatorMessage_RunCommand)(nil),
 		(*CoordinatorMessage_CancelCommand)(nil),
@@ -2932,7 +3467,7 @@ func file_gridcity_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gridcity_v1_agent_proto_rawDesc), len(file_gridcity_v1_agent_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   32,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
