@@ -214,7 +214,9 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, enrollOnly boo
 	if id.Name != cfg.Name && *name == "" {
 		logger.Warn("the config names this server differently from its enrollment; the enrolled name is used (enroll with a new join line and --name to rename it)", "enrolled", id.Name, "config", cfg.Name)
 	}
-	set := collect.New(collect.DefaultConfig(), logger)
+	ccfg := collect.DefaultConfig()
+	ccfg.AuthLogs, ccfg.StateDir = cfg.AuthLogs, *state
+	set := collect.New(ccfg, logger)
 	opts := link.Options{Version: version, District: cfg.District, RunAs: cfg.RunAs, Probes: cfg.Probes}
 	if cfg.Commands {
 		j, err := journal.Open(*state, logger)

@@ -99,6 +99,15 @@ type Config struct {
 	// DockerSocket is the Docker Engine API socket. Default
 	// /var/run/docker.sock.
 	DockerSocket string
+	// AuthLogs are the SSH authentication logs to follow (the agent
+	// config's authLogs); the journal is read where none of them exists.
+	AuthLogs []string
+	// StateDir keeps what must survive a restart of the agent (how far
+	// the logs were read). Empty: nothing is kept, logs are read from
+	// their end at start.
+	StateDir string
+	// SSHDConfig is sshd's main config file. Default /etc/ssh/sshd_config.
+	SSHDConfig string
 }
 
 // DefaultConfig returns the configuration for an agent running directly on
@@ -111,6 +120,8 @@ func DefaultConfig() Config {
 		RootFS:       "/",
 		SystemdDir:   "/run/systemd/system",
 		DockerSocket: "/var/run/docker.sock",
+		AuthLogs:     []string{"/var/log/auth.log", "/var/log/secure"},
+		SSHDConfig:   "/etc/ssh/sshd_config",
 	}
 }
 
@@ -127,6 +138,7 @@ func (c Config) withDefaults() Config {
 	fill(&c.SysRoot, d.SysRoot)
 	fill(&c.EtcRoot, d.EtcRoot)
 	fill(&c.RootFS, d.RootFS)
+	fill(&c.SSHDConfig, d.SSHDConfig)
 	fill(&c.SystemdDir, d.SystemdDir)
 	fill(&c.DockerSocket, d.DockerSocket)
 	return c
