@@ -164,7 +164,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return graph.Report{}, err
 		}
-		return g.Incidents(), nil
+		// The tracker reads root causes and what they explain, not the at-risk lists.
+		return g.IncidentsWith(graph.IncidentOptions{MaxAtRisk: -1}), nil
 	}, logger)
 	if err := tracker.Load(ctx); err != nil {
 		return fmt.Errorf("load open incidents: %w", err)

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -11,7 +12,8 @@ import (
 // district of a hundred or so) and one anywhere (a shared service), which
 // gives the low-numbered targets the huge blast radius shared databases
 // have. One link in a hundred points upwards instead, closing cycles.
-// About 2% of the targets are troubled.
+// About 2% of the targets are troubled. Each hundred targets in a row form
+// a district.
 func fleet(tb testing.TB, n int) *Graph {
 	tb.Helper()
 	r := rand.New(rand.NewPCG(10000, 30000))
@@ -45,7 +47,15 @@ func fleet(tb testing.TB, n int) *Graph {
 			k++
 		}
 	}
-	g, err := New(targets, links, nil)
+	var districts []District
+	for i := range targets {
+		if i%100 == 0 {
+			districts = append(districts, District{ID: fmt.Sprintf("d%03d", i/100)})
+		}
+		d := &districts[len(districts)-1]
+		d.Members = append(d.Members, id(i))
+	}
+	g, err := New(targets, links, districts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -96,4 +106,58 @@ func BenchmarkNew(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// maxAtRisk is what the incident_report tool asks for.
+const maxAtRisk = 100
+
+// BenchmarkIncidentReport is the incident_report tool's path through the
+// package: a graph built from scratch, then a report with bounded at-risk
+// lists.
+func BenchmarkIncidentReport(b *testing.B) {
+	g := fleet(b, 10000)
+	targets, links, districts := g.Targets(), g.Links(), g.Districts()
+	b.ReportAllocs()
+	for b.Loop() {
+		g, err := New(targets, links, districts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		g.IncidentsWith(IncidentOptions{MaxAtRisk: maxAtRisk})
+	}
+}
+
+// BenchmarkTopology is the get_topology tool's two paths through the
+// package, each on a graph built from scratch: the whole fleet (districts
+// and links) and one target (its links both ways and its blast radius,
+// every target in turn).
+func BenchmarkTopology(b *testing.B) {
+	g := fleet(b, 10000)
+	targets, links, districts := g.Targets(), g.Links(), g.Districts()
+	b.Run("fleet", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			g, err := New(targets, links, districts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			g.Districts()
+			g.Links()
+		}
+	})
+	b.Run("target", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			g, err := New(targets, links, districts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			t, _ := g.Target(id(i % 10000))
+			g.Uses(t.ID)
+			g.UsedBy(t.ID)
+			g.BlastRadius(t.ID)
+			i += 37
+		}
+	})
 }

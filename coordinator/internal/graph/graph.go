@@ -10,10 +10,10 @@
 // Targets are numbered in id order when the graph is built, so every list
 // the package returns comes out sorted without sorting strings, and the
 // incident report costs a few passes over integer arrays (see incidents.go).
+// The one list in another order is a bounded at-risk list, nearest first.
 package graph
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -54,11 +54,10 @@ type District struct {
 type Graph struct {
 	targets   []Target // sorted by ID; a target's index is its number
 	index     map[string]int32
-	links     []Link     // one per (From, To), sorted
 	districts []District // sorted by ID, members sorted
 	uses      csr        // i → the targets i uses
 	usedBy    csr        // i → the targets that use i
-	full      condensation
+	declared  []bool     // per entry of uses.dst: the link is declared, not only discovered
 }
 
 // csr is an adjacency list in compressed sparse row form: the neighbours of
@@ -75,12 +74,19 @@ func (a csr) of(v int32) []int32 { return a.dst[a.off[v]:a.off[v+1]] }
 // link source other than declared or discovered; the error names every
 // offender. When the same pair is linked twice the declared link is kept:
 // the config is the authority, discovery only confirms it.
+//
+// Links are turned into target numbers once, on the way in, and from there
+// on everything is integer arrays: duplicates are found and links sorted by
+// two counting sorts rather than a map and a string sort.
 func New(targets []Target, links []Link, districts []District) (*Graph, error) {
 	g := &Graph{
 		targets: slices.Clone(targets),
 		index:   make(map[string]int32, len(targets)),
 	}
-	slices.SortFunc(g.targets, func(a, b Target) int { return strings.Compare(a.ID, b.ID) })
+	byID := func(a, b Target) int { return strings.Compare(a.ID, b.ID) }
+	if !slices.IsSortedFunc(g.targets, byID) {
+		slices.SortFunc(g.targets, byID)
+	}
 	var errs []error
 	for i, t := range g.targets {
 		switch {
@@ -93,39 +99,42 @@ func New(targets []Target, links []Link, districts []District) (*Graph, error) {
 		}
 	}
 
-	unknown := map[string]bool{}
-	known := func(id string) bool {
-		if _, ok := g.index[id]; ok {
-			return true
+	var unknown map[string]bool
+	lookup := func(id string) int32 {
+		if i, ok := g.index[id]; ok {
+			return i
+		}
+		if unknown == nil {
+			unknown = map[string]bool{}
 		}
 		unknown[id] = true
-		return false
+		return -1
 	}
-	pairs := make(map[[2]int32]int, len(links)) // (from, to) → position in g.links
+	// The links that pass, as numbers: from[i] uses to[i].
+	from := make([]int32, 0, len(links))
+	to := make([]int32, 0, len(links))
+	declared := make([]bool, 0, len(links))
+	lastFrom, f := "", int32(-1)
 	for _, l := range links {
-		okFrom, okTo := known(l.From), known(l.To)
-		if l.Source != SourceDeclared && l.Source != SourceDiscovered {
+		// Links tend to come grouped by the target that uses them (a
+		// server's connections, the config's list): look From up once a run.
+		if l.From != lastFrom || f < 0 {
+			lastFrom, f = l.From, lookup(l.From)
+		}
+		t := lookup(l.To)
+		switch {
+		case l.Source != SourceDeclared && l.Source != SourceDiscovered:
 			errs = append(errs, fmt.Errorf("link %s → %s: source %q is neither %q nor %q", l.From, l.To, l.Source, SourceDeclared, SourceDiscovered))
-			continue
-		}
-		if !okFrom || !okTo {
-			continue
-		}
-		if l.From == l.To {
+		case f < 0 || t < 0:
+		case f == t:
 			errs = append(errs, fmt.Errorf("link %s → %s: a target cannot use itself", l.From, l.To))
-			continue
+		default:
+			from, to = append(from, f), append(to, t)
+			declared = append(declared, l.Source == SourceDeclared)
 		}
-		p := [2]int32{g.index[l.From], g.index[l.To]}
-		if at, dup := pairs[p]; dup {
-			if l.Source == SourceDeclared {
-				g.links[at].Source = SourceDeclared
-			}
-			continue
-		}
-		pairs[p] = len(g.links)
-		g.links = append(g.links, l)
 	}
 	seenDistrict := map[string]bool{}
+	var nums []int32
 	for _, d := range districts {
 		if d.ID == "" {
 			errs = append(errs, fmt.Errorf("district %q has no id", d.Name))
@@ -136,12 +145,23 @@ func New(targets []Target, links []Link, districts []District) (*Graph, error) {
 			continue
 		}
 		seenDistrict[d.ID] = true
-		members := slices.Clone(d.Members)
-		for _, m := range members {
-			known(m)
+		// Sorted as numbers, which is id order, and named again after.
+		nums = nums[:0]
+		for _, m := range d.Members {
+			if i := lookup(m); i >= 0 {
+				nums = append(nums, i)
+			}
 		}
-		slices.Sort(members)
-		g.districts = append(g.districts, District{ID: d.ID, Name: d.Name, Members: slices.Compact(members)})
+		slices.Sort(nums)
+		nums = slices.Compact(nums)
+		var members []string // nil stays nil, as Districts has always returned it
+		if d.Members != nil {
+			members = make([]string, len(nums))
+		}
+		for j, i := range nums {
+			members[j] = g.targets[i].ID
+		}
+		g.districts = append(g.districts, District{ID: d.ID, Name: d.Name, Members: members})
 	}
 	if len(unknown) > 0 {
 		ids := make([]string, 0, len(unknown))
@@ -155,41 +175,75 @@ func New(targets []Target, links []Link, districts []District) (*Graph, error) {
 		return nil, fmt.Errorf("graph: %w", err)
 	}
 
-	slices.SortFunc(g.links, func(a, b Link) int {
-		return cmp.Or(strings.Compare(a.From, b.From), strings.Compare(a.To, b.To))
-	})
 	slices.SortFunc(g.districts, func(a, b District) int { return strings.Compare(a.ID, b.ID) })
-	n := len(g.targets)
-	from := make([]int32, len(g.links))
-	to := make([]int32, len(g.links))
-	for i, l := range g.links {
-		from[i], to[i] = g.index[l.From], g.index[l.To]
-	}
-	g.uses = buildCSR(n, from, to)
-	g.usedBy = buildCSR(n, to, from)
-	g.full = condense(g.uses, nil)
+	g.uses, g.declared = buildUses(len(g.targets), from, to, declared)
+	g.usedBy = g.uses.transpose()
 	return g, nil
 }
 
-// buildCSR lays out the edges src[i] → dst[i]; neighbours come out ascending
-// because the edges are counted out in order of src and then sorted per row.
-func buildCSR(n int, src, dst []int32) csr {
-	a := csr{off: make([]int32, n+1), dst: make([]int32, len(dst))}
-	for _, s := range src {
-		a.off[s+1]++
+// buildUses lays out the links from[i] → to[i] with every row ascending and
+// each pair once, declared when any of its links is. Two stable counting
+// sorts, by to and then by from, leave the links ordered by (from, to), so a
+// repeated pair ends up in one run.
+func buildUses(n int, from, to []int32, declared []bool) (csr, []bool) {
+	byTo := bucket(n, to)
+	order := make([]int32, len(to))
+	for i := range to {
+		order[byTo[to[i]]] = int32(i)
+		byTo[to[i]]++
+	}
+	byFrom := bucket(n, from)
+	off := slices.Clone(byFrom)
+	sorted := make([]int32, len(from))
+	for _, e := range order {
+		sorted[byFrom[from[e]]] = e
+		byFrom[from[e]]++
+	}
+	a := csr{off: off, dst: make([]int32, 0, len(sorted))}
+	dec := make([]bool, 0, len(sorted))
+	for v := range n {
+		start := len(a.dst)
+		for _, e := range sorted[off[v]:off[v+1]] {
+			if k := len(a.dst) - 1; k >= start && a.dst[k] == to[e] {
+				dec[k] = dec[k] || declared[e]
+				continue
+			}
+			a.dst = append(a.dst, to[e])
+			dec = append(dec, declared[e])
+		}
+		a.off[v] = int32(start) // off[v] is read for the last time above
+	}
+	a.off[n] = int32(len(a.dst))
+	return a, dec
+}
+
+// bucket returns where each key's run starts when keys in [0, n) are laid
+// out in ascending order: out[k] is the number of keys smaller than k, and
+// out[n] is len(keys).
+func bucket(n int, keys []int32) []int32 {
+	off := make([]int32, n+1)
+	for _, k := range keys {
+		off[k+1]++
 	}
 	for i := 1; i <= n; i++ {
-		a.off[i] += a.off[i-1]
+		off[i] += off[i-1]
 	}
-	next := slices.Clone(a.off[:n])
-	for i, s := range src {
-		a.dst[next[s]] = dst[i]
-		next[s]++
+	return off
+}
+
+// transpose reverses every edge. Rows come out ascending because the edges
+// are laid out in order of their (ascending) source.
+func (a csr) transpose() csr {
+	n := len(a.off) - 1
+	t := csr{off: bucket(n, a.dst), dst: make([]int32, len(a.dst))}
+	next := slices.Clone(t.off[:n])
+	for v := range int32(n) {
+		for _, w := range a.of(v) {
+			t.dst[next[w]] = v
+			next[w]++
+		}
 	}
-	for v := range n {
-		slices.Sort(a.dst[a.off[v]:a.off[v+1]])
-	}
-	return a
+	return t
 }
 
 // Target returns the target with this id.
@@ -205,7 +259,19 @@ func (g *Graph) Target(id string) (Target, bool) {
 func (g *Graph) Targets() []Target { return slices.Clone(g.targets) }
 
 // Links returns every link, one per (From, To), sorted by From then To.
-func (g *Graph) Links() []Link { return slices.Clone(g.links) }
+func (g *Graph) Links() []Link {
+	out := make([]Link, len(g.uses.dst))
+	for v := range int32(len(g.targets)) {
+		for j := g.uses.off[v]; j < g.uses.off[v+1]; j++ {
+			l := Link{From: g.targets[v].ID, To: g.targets[g.uses.dst[j]].ID, Source: SourceDiscovered}
+			if g.declared[j] {
+				l.Source = SourceDeclared
+			}
+			out[j] = l
+		}
+	}
+	return out
+}
 
 // Districts returns every district sorted by id, members sorted.
 func (g *Graph) Districts() []District {

@@ -119,12 +119,14 @@ func TestLinksAndDistricts(t *testing.T) {
 		{From: "api", To: "db", Source: SourceDiscovered},
 		{From: "api", To: "db", Source: SourceDeclared},
 		{From: "web", To: "api", Source: SourceDiscovered},
+		{From: "web", To: "db", Source: SourceDeclared},
+		{From: "web", To: "db", Source: SourceDiscovered},
 	}
 	g, err := New(targets, links, []District{{ID: "shop", Name: "Shop", Members: []string{"web", "db", "api", "db"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantLinks := []Link{{From: "api", To: "db", Source: SourceDeclared}, {From: "web", To: "api", Source: SourceDiscovered}}
+	wantLinks := []Link{{From: "api", To: "db", Source: SourceDeclared}, {From: "web", To: "api", Source: SourceDiscovered}, {From: "web", To: "db", Source: SourceDeclared}}
 	if got := g.Links(); !reflect.DeepEqual(got, wantLinks) {
 		t.Errorf("Links() = %v; want %v", got, wantLinks)
 	}
@@ -134,6 +136,9 @@ func TestLinksAndDistricts(t *testing.T) {
 	}
 	if got := g.Uses("api"); !reflect.DeepEqual(got, []string{"db"}) {
 		t.Errorf("Uses(api) = %v; want [db]", got)
+	}
+	if got := g.UsedBy("db"); !reflect.DeepEqual(got, []string{"api", "web"}) {
+		t.Errorf("UsedBy(db) = %v; want [api web]", got)
 	}
 }
 

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -72,6 +73,9 @@ func checkReport(t testing.TB, g *Graph, rep Report) {
 			case !down[tg.ID] && reaches(tg.ID, c.ID, false):
 				atRisk = append(atRisk, tg.ID)
 			}
+		}
+		if c.AtRiskCount != len(atRisk) {
+			t.Errorf("root cause %s at-risk count %d; want %d", c.ID, c.AtRiskCount, len(atRisk))
 		}
 		for _, l := range []struct {
 			name      string
@@ -149,6 +153,65 @@ func checkReport(t testing.TB, g *Graph, rep Report) {
 	}
 }
 
+// checkNearest compares a report made with a MaxAtRisk (positive, or
+// negative for none) with the full one and with the nearest at-risk targets
+// worked out the slow way: the distance from every healthy target to the
+// root cause, by a search from each, then a sort by distance and id.
+func checkNearest(t testing.TB, g *Graph, full Report, limit int) {
+	t.Helper()
+	rep := g.IncidentsWith(IncidentOptions{MaxAtRisk: limit})
+	if len(rep.RootCauses) != len(full.RootCauses) || !reflect.DeepEqual(rep.Troubled, full.Troubled) ||
+		rep.Healthy != full.Healthy || rep.Total != full.Total {
+		t.Fatalf("MaxAtRisk %d: report differs beyond the at-risk lists:\n%+v\nwant\n%+v", limit, rep, full)
+	}
+	// distance(a, b): fewest uses links from a to b, -1 when a does not reach b.
+	distance := func(a, b string) int {
+		dist := map[string]int{a: 0}
+		queue := []string{a}
+		for len(queue) > 0 {
+			v := queue[0]
+			queue = queue[1:]
+			for _, w := range g.Uses(v) {
+				if _, ok := dist[w]; !ok {
+					dist[w] = dist[v] + 1
+					if w == b {
+						return dist[w]
+					}
+					queue = append(queue, w)
+				}
+			}
+		}
+		return -1
+	}
+	for i, c := range rep.RootCauses {
+		fc := full.RootCauses[i]
+		if c.ID != fc.ID || !reflect.DeepEqual(c.Explains, fc.Explains) || !reflect.DeepEqual(c.Cycle, fc.Cycle) {
+			t.Errorf("MaxAtRisk %d: root cause %+v; want %+v apart from the at-risk list", limit, c, fc)
+		}
+		if c.AtRiskCount != fc.AtRiskCount {
+			t.Errorf("MaxAtRisk %d: root cause %s at-risk count %d; want %d", limit, c.ID, c.AtRiskCount, fc.AtRiskCount)
+		}
+		type near struct {
+			id   string
+			dist int
+		}
+		var all []near
+		for _, tg := range g.Targets() {
+			if d := distance(tg.ID, c.ID); !tg.Troubled && d > 0 {
+				all = append(all, near{tg.ID, d})
+			}
+		}
+		slices.SortFunc(all, func(a, b near) int { return cmp.Or(cmp.Compare(a.dist, b.dist), cmpID(a.id, b.id)) })
+		want := []string{}
+		for _, a := range all[:max(0, min(limit, len(all)))] {
+			want = append(want, a.id)
+		}
+		if !reflect.DeepEqual(c.AtRisk, want) {
+			t.Errorf("MaxAtRisk %d: root cause %s at risk %v; want %v (of %v)", limit, c.ID, c.AtRisk, want, all)
+		}
+	}
+}
+
 func cmpID(a, b string) int {
 	switch {
 	case a < b:
@@ -202,7 +265,11 @@ func TestIncidentsProperties(t *testing.T) {
 			data[i] = byte(r.UintN(256))
 		}
 		g := randomGraph(data)
-		checkReport(t, g, g.Incidents())
+		rep := g.Incidents()
+		checkReport(t, g, rep)
+		for _, limit := range []int{-1, 1, 2, 3, 100} {
+			checkNearest(t, g, rep, limit)
+		}
 		if t.Failed() {
 			t.Fatalf("failing input: %q", data)
 		}
@@ -217,6 +284,78 @@ func FuzzIncidents(f *testing.F) {
 		if g == nil {
 			return
 		}
-		checkReport(t, g, g.Incidents())
+		rep := g.Incidents()
+		checkReport(t, g, rep)
+		for _, limit := range []int{-1, 1, 2, 3} {
+			checkNearest(t, g, rep, limit)
+		}
 	})
+}
+
+// TestNewProperties builds graphs from shuffled targets and links with
+// repeats and compares what New made of them with a map built the obvious
+// way.
+func TestNewProperties(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	for range 200 {
+		n := 1 + r.IntN(30)
+		targets := make([]Target, n)
+		for i, p := range r.Perm(n) {
+			targets[i] = Target{ID: id(p)}
+		}
+		declared := map[[2]string]bool{} // (from, to) → declared at least once
+		var links []Link
+		for range r.IntN(4 * n) {
+			a, b := r.IntN(n), r.IntN(n)
+			if a == b {
+				continue
+			}
+			l := Link{From: id(a), To: id(b), Source: SourceDiscovered}
+			if r.IntN(3) == 0 {
+				l.Source = SourceDeclared
+			}
+			links = append(links, l)
+			p := [2]string{l.From, l.To}
+			declared[p] = declared[p] || l.Source == SourceDeclared
+		}
+		g, err := New(targets, links, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []Link
+		uses, usedBy := map[string][]string{}, map[string][]string{}
+		for p, d := range declared {
+			l := Link{From: p[0], To: p[1], Source: SourceDiscovered}
+			if d {
+				l.Source = SourceDeclared
+			}
+			want = append(want, l)
+			uses[p[0]] = append(uses[p[0]], p[1])
+			usedBy[p[1]] = append(usedBy[p[1]], p[0])
+		}
+		slices.SortFunc(want, func(a, b Link) int { return cmp.Or(cmpID(a.From, b.From), cmpID(a.To, b.To)) })
+		if got := g.Links(); len(got) != 0 || len(want) != 0 {
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("Links() = %v; want %v (from %v)", got, want, links)
+			}
+		}
+		for i := range n {
+			u, ub := uses[id(i)], usedBy[id(i)]
+			slices.Sort(u)
+			slices.Sort(ub)
+			if got := g.Uses(id(i)); len(got) != 0 || len(u) != 0 {
+				if !reflect.DeepEqual(got, u) {
+					t.Fatalf("Uses(%s) = %v; want %v (from %v)", id(i), got, u, links)
+				}
+			}
+			if got := g.UsedBy(id(i)); len(got) != 0 || len(ub) != 0 {
+				if !reflect.DeepEqual(got, ub) {
+					t.Fatalf("UsedBy(%s) = %v; want %v (from %v)", id(i), got, ub, links)
+				}
+			}
+		}
+		if got := g.Targets(); !slices.IsSortedFunc(got, func(a, b Target) int { return cmpID(a.ID, b.ID) }) || len(got) != n {
+			t.Fatalf("Targets() = %v; want %d sorted", got, n)
+		}
+	}
 }

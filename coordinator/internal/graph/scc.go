@@ -1,7 +1,5 @@
 package graph
 
-import "slices"
-
 // condensation is the strongly connected components of a graph, or of the
 // subgraph induced by some of its vertices, in the order Tarjan's algorithm
 // completes them: every edge leaving a component points to one completed
@@ -11,7 +9,7 @@ import "slices"
 type condensation struct {
 	comp  []int32 // vertex → component, -1 for a vertex outside the subgraph
 	start []int32 // component c holds nodes[start[c]:start[c+1]]
-	nodes []int32 // vertices grouped by component, ascending within one
+	nodes []int32 // vertices grouped by component, in no order within one
 }
 
 func (c condensation) count() int              { return len(c.start) - 1 }
@@ -26,7 +24,7 @@ func condense(adj csr, in []bool) condensation {
 	index := make([]int32, n)
 	low := make([]int32, n)
 	onStack := make([]bool, n)
-	c := condensation{comp: make([]int32, n), start: []int32{0}}
+	c := condensation{comp: make([]int32, n), start: make([]int32, 1, n+1), nodes: make([]int32, 0, n)}
 	for v := range index {
 		index[v] = unvisited
 		c.comp[v] = -1
@@ -76,7 +74,6 @@ func condense(adj csr, in []bool) condensation {
 				continue
 			}
 			k := int32(c.count())
-			from := len(c.nodes)
 			for {
 				w := stack[len(stack)-1]
 				stack = stack[:len(stack)-1]
@@ -87,7 +84,6 @@ func condense(adj csr, in []bool) condensation {
 					break
 				}
 			}
-			slices.Sort(c.nodes[from:])
 			c.start = append(c.start, int32(len(c.nodes)))
 		}
 	}

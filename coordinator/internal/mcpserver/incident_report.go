@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/gridcity/gridcity/coordinator/internal/graph"
 )
 
 // IncidentOutput is incident_report's result.
@@ -26,9 +28,9 @@ type RootCauseView struct {
 	Reason   string   `json:"reason"`
 	Since    string   `json:"since,omitempty"`
 	Explains []string `json:"explains" jsonschema:"troubled targets that depend on it: they should recover when it does"`
-	AtRisk   []string `json:"atRisk" jsonschema:"healthy targets that depend on it"`
+	AtRisk   []string `json:"atRisk" jsonschema:"healthy targets that depend on it, directly or through others: the 25 nearest at most, fewest links first, then by id; get_topology on it gives the whole blast radius"`
 	// AtRiskCount is the full count when atRisk was cut short.
-	AtRiskCount int `json:"atRiskCount"`
+	AtRiskCount int `json:"atRiskCount" jsonschema:"how many healthy targets depend on it: all of them, however many atRisk lists"`
 }
 
 type TroubledView struct {
@@ -51,8 +53,10 @@ type IncidentView struct {
 	Explains  []string `json:"explains"`
 }
 
-// maxAtRisk bounds each root cause's atRisk list; atRiskCount has the rest.
-const maxAtRisk = 100
+// maxAtRisk bounds each root cause's atRisk list (the schema says 25);
+// atRiskCount counts them all. A shared database can have most of the fleet
+// at risk: its nearest users say more than a list of thousands.
+const maxAtRisk = 25
 
 func addIncidentReport(s *mcp.Server, d Deps) {
 	mcp.AddTool(s, &mcp.Tool{
@@ -68,7 +72,7 @@ func addIncidentReport(s *mcp.Server, d Deps) {
 		if err != nil {
 			return nil, IncidentOutput{}, fmt.Errorf("the topology cannot be built: %v", err)
 		}
-		rep := g.Incidents()
+		rep := g.IncidentsWith(graph.IncidentOptions{MaxAtRisk: maxAtRisk})
 		out := IncidentOutput{Healthy: rep.Healthy, Total: rep.Total, RootCauses: []RootCauseView{}, Troubled: []TroubledView{}, Recent: []IncidentView{}, GeneratedAt: rfc3339(time.Now())}
 		for _, rc := range rep.RootCauses {
 			if d.Incidents != nil {
@@ -78,12 +82,8 @@ func addIncidentReport(s *mcp.Server, d Deps) {
 					rc.Since = since
 				}
 			}
-			atRisk := rc.AtRisk
-			if len(atRisk) > maxAtRisk {
-				atRisk = atRisk[:maxAtRisk]
-			}
 			out.RootCauses = append(out.RootCauses, RootCauseView{ID: rc.ID, Name: rc.Name, Kind: rc.Kind, Status: rc.Status, Reason: rc.Reason,
-				Since: rfc3339(rc.Since), Explains: orEmpty(rc.Explains), AtRisk: orEmpty(atRisk), AtRiskCount: len(rc.AtRisk)})
+				Since: rfc3339(rc.Since), Explains: orEmpty(rc.Explains), AtRisk: orEmpty(rc.AtRisk), AtRiskCount: rc.AtRiskCount})
 		}
 		for _, t := range rep.Troubled {
 			out.Troubled = append(out.Troubled, TroubledView{ID: t.ID, Name: t.Name, Kind: t.Kind, Status: t.Status, Reason: t.Reason, Since: rfc3339(t.Since), RootCause: t.RootCause})
