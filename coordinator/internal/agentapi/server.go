@@ -526,6 +526,10 @@ func ValidateState(u *gridcityv1.StateUpdate) error {
 		{"gaps", len(u.GetGaps().GetItems())},
 		{"security packages", len(u.GetUpdates().GetSecurityPackages())},
 		{"host addresses", len(u.GetHost().GetAddresses())},
+		{"login sources", len(u.GetLogins().GetSources())},
+		{"log sources", len(u.GetLogins().GetLogSources())},
+		{"firewall blocks", len(u.GetDefenses().GetFirewall().GetBlocks())},
+		{"sshd config files", len(u.GetDefenses().GetSshd().GetFiles())},
 	}
 	for _, c := range counts {
 		if c.n > maxItems {
@@ -563,6 +567,20 @@ func ValidateState(u *gridcityv1.StateUpdate) error {
 		check("container.name", c.GetName())
 		check("container.image", c.GetImage())
 		check("container.status", c.GetStatus())
+	}
+	for _, src := range u.GetLogins().GetSources() {
+		if len(src.GetUsers()) > 64 {
+			return fmt.Errorf("%d user names for one login source; at most 64 are accepted", len(src.GetUsers()))
+		}
+		check("login.address", src.GetAddress())
+		check("login.last_success_user", src.GetLastSuccessUser())
+		for _, user := range src.GetUsers() {
+			check("login.user", user)
+		}
+	}
+	for _, b := range u.GetDefenses().GetFirewall().GetBlocks() {
+		check("block.network", b.GetNetwork())
+		check("block.by", b.GetBy())
 	}
 	for _, g := range u.GetGaps().GetItems() {
 		check("gap.check", g.GetCheck())

@@ -178,10 +178,11 @@ func TestProblems(t *testing.T) {
   - command: ls
     match: {kind: server, server: web-1, engine: ""}
   - {name: "x y", command: "  "}
+  - {name: block, command: "nft add element inet filter blocked { {source} }", match: {finding: ssh_bruteforce}}
 `, servers, []string{
 			`c.yaml:3: runbook "r" has no command; set command: to what it runs`,
 			`c.yaml:4: runbook "r": match.engine "postgress" is no engine (did you mean "postgres"?); engines: dns, http, https, mysql, postgres, redis, s3, tcp`,
-			`c.yaml:4: runbook "r": unknown match key "host"; match on id, kind, engine, server`,
+			`c.yaml:4: runbook "r": unknown match key "host"; match on id, kind, engine, server, finding`,
 			`c.yaml:4: runbook "r": match.id: unknown target "nope"; known: web-1, web-2; declare it under resources, enroll the server, or fix the name`,
 			`c.yaml:4: runbook "r": match.kind "databse" is no kind (did you mean "database"?); kinds: server, database, bucket, probe, load_balancer`,
 			`c.yaml:4: runbook "r": match.server names unknown server "web-9" (did you mean "web-1"?); enrolled servers: web-1, web-2`,
@@ -191,6 +192,7 @@ func TestProblems(t *testing.T) {
 			`c.yaml:9: a runbook: match.engine is empty; give a value or leave the key out`,
 			`c.yaml:10: runbook name "x y": use only letters, digits, '-', '_' and '.'`,
 			`c.yaml:10: runbook "x y" has no command; set command: to what it runs`,
+			`c.yaml:11: runbook "block": match.finding "ssh_bruteforce" is no finding (did you mean "ssh_brute_force"?); findings: ssh_brute_force, ssh_login_after_failures, exposed_port, ssh_password_login, ssh_root_login, security_updates, tls_expiring`,
 		}},
 		{"sections of the wrong type", "resources: {id: a}\nlinks: nope\nprobes: [1]\nextra: 1\n", nil, []string{
 			`c.yaml:1: resources: want a list of resources ({id, kind, engine, target}), got a mapping`,

@@ -21,7 +21,11 @@ var engines = map[string][]string{
 var (
 	kindNames   = []string{"database", "bucket", "probe", "load_balancer"}
 	engineNames = []string{"dns", "http", "https", "mysql", "postgres", "redis", "s3", "tcp"}
-	matchKeys   = []string{"id", "kind", "engine", "server"}
+	matchKeys   = []string{"id", "kind", "engine", "server", "finding"}
+	// FindingKinds are the security findings a runbook may match
+	// (match: {finding: ssh_brute_force}); its command may use {source},
+	// {server} and {port}.
+	FindingKinds = []string{"ssh_brute_force", "ssh_login_after_failures", "exposed_port", "ssh_password_login", "ssh_root_login", "security_updates", "tls_expiring"}
 )
 
 // Limits on probe timing.
@@ -315,6 +319,8 @@ func (v *validator) runbooks() {
 				v.problem(line, "%s: match.%s is empty; give a value or leave the key out", who, k)
 			case k == "kind" && !contains(kindNames, val) && val != "server":
 				v.problem(line, "%s: match.kind %q is no kind%s; kinds: server, %s", who, val, didYouMean(val, kindNames), strings.Join(kindNames, ", "))
+			case k == "finding" && !contains(FindingKinds, val):
+				v.problem(line, "%s: match.finding %q is no finding%s; findings: %s", who, val, didYouMean(val, FindingKinds), strings.Join(FindingKinds, ", "))
 			case k == "engine" && !contains(engineNames, val):
 				v.problem(line, "%s: match.engine %q is no engine%s; engines: %s", who, val, didYouMean(val, engineNames), strings.Join(engineNames, ", "))
 			case k == "id" && !v.known(val):
