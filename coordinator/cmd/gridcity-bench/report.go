@@ -43,7 +43,7 @@ func cmdReport(args []string) error {
 	benchtime := fs.String("benchtime", "500ms", "-test.benchtime")
 	count := fs.Int("count", 5, "-test.count: runs of each Go benchmark; the median is reported")
 	var more multi
-	fs.Var(&more, "gobench", "more Go benchmarks, BIN|DIR|REGEXP (repeatable): e.g. the graph's incident report on 10,000 targets")
+	fs.Var(&more, "gobench", "more Go benchmarks, BIN|DIR|REGEXP|WHAT (repeatable; WHAT says what one op is): e.g. the graph's incident report on 10,000 targets")
 	commit := fs.String("commit", "", "the commit measured")
 	outDir := fs.String("out", "bench", "where report.json and report.md go")
 	if err := fs.Parse(args); err != nil {
@@ -86,7 +86,7 @@ func cmdReport(args []string) error {
 		skipped = append(skipped, "Go benchmarks: agent/internal/collect has no "+strings.TrimPrefix(*benchRe, "^")+"* benchmark yet, so there are no interval-free CPU rows.")
 	} else {
 		fmt.Fprintf(os.Stderr, "gridcity-bench: running the Go benchmarks %s in %s (%d × %s)\n", *benchRe, *gotestDir, *count, *benchtime)
-		br, err := goBench(*gotest, *gotestDir, *benchRe, *benchtime, *count)
+		br, err := goBench(*gotest, *gotestDir, *benchRe, "one Collect of the tier on this machine, no peer: it does not depend on intervals", *benchtime, *count)
 		if err != nil {
 			benchErr = err
 			skipped = append(skipped, "Go benchmarks failed: "+err.Error())
@@ -97,12 +97,12 @@ func cmdReport(args []string) error {
 	}
 
 	for _, m := range more {
-		parts := strings.SplitN(m, "|", 3)
-		if len(parts) != 3 {
-			return fmt.Errorf("-gobench %q: want BIN|DIR|REGEXP", m)
+		parts := strings.SplitN(m, "|", 4)
+		if len(parts) != 4 {
+			return fmt.Errorf("-gobench %q: want BIN|DIR|REGEXP|WHAT", m)
 		}
 		fmt.Fprintf(os.Stderr, "gridcity-bench: running the Go benchmarks %s in %s (%d × %s)\n", parts[2], parts[1], *count, *benchtime)
-		br, err := goBench(parts[0], parts[1], parts[2], *benchtime, *count)
+		br, err := goBench(parts[0], parts[1], parts[2], parts[3], *benchtime, *count)
 		if err != nil {
 			benchErr = err
 			skipped = append(skipped, "Go benchmarks failed: "+err.Error())
@@ -222,7 +222,7 @@ var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
 
 // goBench runs the compiled test binary and returns rows for the median
 // ns/op and allocs/op of each benchmark.
-func goBench(bin, dir, re, benchtime string, count int) ([]Row, error) {
+func goBench(bin, dir, re, what, benchtime string, count int) ([]Row, error) {
 	abs, err := filepath.Abs(bin)
 	if err != nil {
 		return nil, err
@@ -242,15 +242,28 @@ func goBench(bin, dir, re, benchtime string, count int) ([]Row, error) {
 		m := byName[name]
 		ns := m["ns/op"]
 		lo, hi := minMax(ns)
-		common := fmt.Sprintf("go test -bench %s in agent/internal/collect, median of %d runs of %s", re, len(ns), benchtime)
+		common := fmt.Sprintf("go test -bench %s in %s, median of %d runs of %s", re, relDir(dir), len(ns), benchtime)
 		rows = append(rows,
 			Row{Name: "go bench " + name, Unit: "ns/op", Value: round3(medianF(ns)),
-				Notes: fmt.Sprintf("%s (range %.0f–%.0f ns/op); one Collect of the tier on this machine, no peer: it does not depend on intervals.", common, lo, hi)},
+				Notes: fmt.Sprintf("%s (range %.0f–%.0f ns/op); %s.", common, lo, hi, what)},
 			Row{Name: "go bench " + name + " allocs", Unit: "allocs/op", Value: round3(medianF(m["allocs/op"])),
 				Notes: fmt.Sprintf("%s; %.0f B/op.", common, medianF(m["B/op"]))},
 		)
 	}
 	return rows, nil
+}
+
+// relDir is dir relative to the working directory (the repository root
+// when make bench runs), or dir itself.
+func relDir(dir string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return dir
+	}
+	if r, err := filepath.Rel(wd, dir); err == nil && !strings.HasPrefix(r, "..") {
+		return r
+	}
+	return dir
 }
 
 // parseBench reads `go test -bench` output into each benchmark's values of

@@ -66,6 +66,19 @@ type Fleet struct {
 	mu      sync.RWMutex
 	servers map[string]*server
 	streams uint64
+	// shape counts changes to what the topology is built from: servers
+	// coming and going, their addresses, listeners and connections.
+	shape uint64
+}
+
+// ShapeVersion changes whenever something the topology is built from
+// changes (a server connects or goes offline, its addresses, listeners or
+// connections change), so that a graph built at one version can be reused
+// until the next.
+func (f *Fleet) ShapeVersion() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.shape
 }
 
 // New loads the servers the store remembers; all of them start offline until
@@ -106,6 +119,7 @@ func (f *Fleet) Connect(hello *gridcityv1.Hello) uint64 {
 	s.Hello = proto.Clone(hello).(*gridcityv1.Hello)
 	s.Hello.Journal = nil // command state is kept by the command log, not here
 	s.dirty = true
+	f.shape++
 	return s.stream
 }
 
@@ -119,6 +133,7 @@ func (f *Fleet) Disconnect(name string, stream uint64) {
 	}
 	s.Online, s.ConnectedAt = false, time.Time{}
 	s.dirty = true
+	f.shape++
 }
 
 // Touch records that the server was heard from.
@@ -147,6 +162,9 @@ func (f *Fleet) Apply(name string, stream uint64, u *gridcityv1.StateUpdate) {
 	s.dirty = true
 	if u.Cpu != nil || u.Memory != nil {
 		s.sample = true
+	}
+	if u.GetFull() || u.Host != nil || u.Listeners != nil || u.Connections != nil {
+		f.shape++
 	}
 }
 

@@ -467,6 +467,16 @@ func TestTopologyAndRunbooks(t *testing.T) {
 	if got := strings.Join(links, " "); got != "api-1>cache:discovered api-1>orders-db:declared shop.example>api-1:declared" {
 		t.Fatalf("links %s", got)
 	}
+	if all.LinksTotal != 3 {
+		t.Fatalf("linksTotal %d; want 3", all.LinksTotal)
+	}
+	_, shop := call(map[string]any{"district": "shop"})
+	if len(shop.Districts) != 1 || shop.LinksTotal != 3 {
+		t.Fatalf("district shop: %+v", shop)
+	}
+	if res, _ := call(map[string]any{"district": "shpo"}); !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, `unknown district "shpo"; districts: shop`) {
+		t.Fatalf("unknown district: %+v", res.Content)
+	}
 	_, db := call(map[string]any{"target": "orders-db"})
 	if db.Kind != "database" || strings.Join(db.UsedBy, ",") != "api-1" || strings.Join(db.BlastRadius, ",") != "api-1,shop.example" || len(db.Uses) != 0 {
 		t.Fatalf("orders-db %+v", db)

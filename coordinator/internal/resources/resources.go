@@ -25,6 +25,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gridcity/gridcity/agent/probe"
@@ -112,7 +113,14 @@ type Prober struct {
 	// recheck asks for the troubled resources to be checked again now:
 	// one has recovered, and what it explained may have too.
 	recheck chan struct{}
+	// version counts changes to what the topology shows of resources:
+	// status, troubled, reason, since.
+	version atomic.Uint64
 }
+
+// Version changes whenever a resource's status, trouble, reason or since
+// changes.
+func (p *Prober) Version() uint64 { return p.version.Load() }
 
 type resource struct {
 	cfg    config.Resource
@@ -281,7 +289,12 @@ func (p *Prober) judge(r *resource, now time.Time) {
 		return
 	}
 	s := &r.state
-	wasTroubled, wasStatus := s.Troubled, s.Status
+	wasTroubled, wasStatus, wasReason, wasSince := s.Troubled, s.Status, s.Reason, s.Since
+	defer func() {
+		if s.Troubled != wasTroubled || s.Status != wasStatus || s.Reason != wasReason || !s.Since.Equal(wasSince) {
+			p.version.Add(1)
+		}
+	}()
 	var failed, ok, froms []string
 	latest := use[0]
 	s.Troubled, s.Failures = true, -1

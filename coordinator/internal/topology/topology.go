@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
@@ -33,7 +34,19 @@ type Source struct {
 	cfg       *config.Config
 	servers   Servers
 	resources Resources
+
+	// The last graph, reused while neither the fleet's shape nor the
+	// resources' states have changed (when both tell their versions).
+	mu        sync.Mutex
+	cached    *graph.Graph
+	cachedKey [2]uint64
 }
+
+// shapeVersioner is a Servers that tells when its topology changes.
+type shapeVersioner interface{ ShapeVersion() uint64 }
+
+// versioner is a Resources that tells when a resource's state changes.
+type versioner interface{ Version() uint64 }
 
 // New returns a source; res may be nil (resources then count as healthy).
 func New(cfg *config.Config, servers Servers, res Resources) *Source {
@@ -46,14 +59,43 @@ func New(cfg *config.Config, servers Servers, res Resources) *Source {
 // Config is the coordinator config in use.
 func (s *Source) Config() *config.Config { return s.cfg }
 
-// Graph builds the graph as it is now.
+// Graph returns the graph as it is now: the last one built while nothing
+// it depends on has changed since, else a new one. Graphs are immutable,
+// so callers may share one.
 func (s *Source) Graph() (*graph.Graph, error) {
+	sv, ok1 := s.servers.(shapeVersioner)
+	rv, ok2 := s.resources.(versioner)
+	if !ok1 || !ok2 {
+		return s.build()
+	}
+	// Read the versions before building: a change during the build makes
+	// the next call build again, never keeps a stale graph.
+	key := [2]uint64{sv.ShapeVersion(), rv.Version()}
+	s.mu.Lock()
+	if s.cached != nil && s.cachedKey == key {
+		g := s.cached
+		s.mu.Unlock()
+		return g, nil
+	}
+	s.mu.Unlock()
+	g, err := s.build()
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.cached, s.cachedKey = g, key
+	s.mu.Unlock()
+	return g, nil
+}
+
+func (s *Source) build() (*graph.Graph, error) {
 	servers := s.servers.Servers()
 	var targets []graph.Target
 	known := map[string]bool{}
 	for _, srv := range servers {
-		t := graph.Target{ID: srv.Name, Name: srv.Name, Kind: "server", Status: srv.Status(), Since: srv.LastSeen}
+		t := graph.Target{ID: srv.Name, Name: srv.Name, Kind: "server", Status: srv.Status(), Since: srv.ConnectedAt}
 		if !srv.Online {
+			t.Since = srv.LastSeen // offline since it was last heard from
 			t.Troubled, t.Reason = true, "agent offline"
 		}
 		targets = append(targets, t)
@@ -136,16 +178,14 @@ func resourceEndpoints(cfg *config.Config) map[string]string {
 //   - resource → server: the server listening on the resource's endpoint
 //     (the resource runs there, so it depends on that server).
 //
-// A discovered link that was also declared is kept once, as declared.
+// A discovered link that was also declared is kept once, as declared (by
+// graph.New, which folds duplicates).
 func (s *Source) links(servers []fleet.Server, known map[string]bool, endpoints map[string]string) []graph.Link {
-	var links []graph.Link
-	seen := map[[2]string]bool{}
+	links := make([]graph.Link, 0, len(s.cfg.Links))
 	add := func(from, to, source string) {
-		if from == to || seen[[2]string{from, to}] {
-			return
+		if from != to {
+			links = append(links, graph.Link{From: from, To: to, Source: source})
 		}
-		seen[[2]string{from, to}] = true
-		links = append(links, graph.Link{From: from, To: to, Source: source})
 	}
 	for _, l := range s.cfg.Links {
 		if known[l.From] && known[l.To] {

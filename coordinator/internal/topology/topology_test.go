@@ -12,6 +12,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
 	"github.com/gridcity/gridcity/coordinator/internal/graph"
+	"github.com/gridcity/gridcity/coordinator/internal/resources"
 )
 
 type servers []fleet.Server
@@ -132,5 +133,42 @@ links:
 	}
 	if !maps.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("vantages %v; want %v", got, want)
+	}
+}
+
+type versioned struct {
+	servers
+	shape *uint64
+}
+
+func (v versioned) ShapeVersion() uint64 { return *v.shape }
+
+type states struct{ version *uint64 }
+
+func (s states) State(string) (resources.State, bool) { return resources.State{}, false }
+func (s states) Version() uint64                      { return *s.version }
+
+func TestGraphIsReusedUntilSomethingChanges(t *testing.T) {
+	var shape, version uint64
+	fl := versioned{servers: servers{server("web-1", nil, nil)}, shape: &shape}
+	src := New(mustConfig(t, "resources:\n  - {id: db, kind: database, engine: postgres, target: \"10.0.4.20:5432\"}\n"), fl, states{&version})
+	g1, _ := src.Graph()
+	if g2, _ := src.Graph(); g2 != g1 {
+		t.Fatal("nothing changed, yet the graph was built again")
+	}
+	shape++
+	g3, _ := src.Graph()
+	if g3 == g1 {
+		t.Fatal("the fleet changed, yet the old graph came back")
+	}
+	version++
+	if g4, _ := src.Graph(); g4 == g3 {
+		t.Fatal("a resource changed, yet the old graph came back")
+	}
+	// Without versions, every call builds.
+	plain := New(mustConfig(t, ""), servers{}, nil)
+	a, _ := plain.Graph()
+	if b, _ := plain.Graph(); a == b {
+		t.Fatal("an unversioned source reused its graph")
 	}
 }
