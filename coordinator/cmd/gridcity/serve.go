@@ -111,7 +111,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			logger.Warn("the config names servers that have not enrolled yet; they join the topology when they do", "problems", err.Error())
 		}
 	}
-	api := agentapi.New(agentapi.DefaultConfig(), st, ca, fl, logger)
+	apiCfg := agentapi.DefaultConfig()
+	secs := func(d time.Duration) uint32 { return uint32(d / time.Second) }
+	apiCfg.Settings.FastIntervalSeconds, apiCfg.Settings.MediumIntervalSeconds = secs(cfg.Collect.Fast), secs(cfg.Collect.Medium)
+	apiCfg.Settings.SlowIntervalSeconds, apiCfg.Settings.UpdatesIntervalSeconds = secs(cfg.Collect.Slow), secs(cfg.Collect.Updates)
+	api := agentapi.New(apiCfg, st, ca, fl, logger)
 	adv := *advertise
 	if adv == "" {
 		adv = defaultAdvertise(*grpcAddr)

@@ -38,6 +38,8 @@ type Config struct {
 	Resources []Resource
 	Links     []Link // declared "from uses to" links
 	Probes    ProbeDefaults
+	// Collect sets how often the agents sample each tier of facts.
+	Collect CollectIntervals
 	Runbooks  []Runbook
 
 	file  string         // the name given to Parse, for messages
@@ -80,6 +82,19 @@ type ProbeDefaults struct {
 	FailuresBeforeTroubled int
 }
 
+// CollectIntervals are how often agents sample their facts: cheap ones
+// (CPU, memory, SSH logins), medium ones (ports, units, containers,
+// firewall), slow ones (host info), and package updates.
+type CollectIntervals struct {
+	Fast, Medium, Slow, Updates time.Duration
+}
+
+// Default collection intervals, and the shortest allowed.
+var (
+	DefaultCollect = CollectIntervals{Fast: 5 * time.Second, Medium: 30 * time.Second, Slow: 5 * time.Minute, Updates: 30 * time.Minute}
+	MinCollect     = CollectIntervals{Fast: time.Second, Medium: 2 * time.Second, Slow: 10 * time.Second, Updates: time.Minute}
+)
+
 // Runbook is a named command an operator (or a model, through run_command
 // and its approval) may run on the targets it matches.
 type Runbook struct {
@@ -93,7 +108,7 @@ type Runbook struct {
 // Default is an empty configuration with the probe defaults: what the
 // coordinator runs with when no --config is given.
 func Default() *Config {
-	return &Config{Probes: ProbeDefaults{
+	return &Config{Collect: DefaultCollect, Probes: ProbeDefaults{
 		Interval:               DefaultInterval,
 		Timeout:                DefaultTimeout,
 		FailuresBeforeTroubled: DefaultFailuresBeforeTroubled,

@@ -44,7 +44,7 @@ func TestProblems(t *testing.T) {
 			`c.yaml:7: a resource: unknown key "color" (known keys: id, name, kind, engine, target, probeFrom, interval, timeout)`,
 		}},
 		{"unknown top-level key", "resource: []\n", nil, []string{
-			`c.yaml:1: config: unknown key "resource"; did you mean "resources"? (known keys: districts, resources, links, probes, runbooks)`,
+			`c.yaml:1: config: unknown key "resource"; did you mean "resources"? (known keys: districts, resources, links, probes, runbooks, collect)`,
 		}},
 		{"links", res + "links:\n  - {from: web-1, to: orders-dbb}\n  - {from: web-3, to: orders-db}\n  - {from: web-1, to: web-1}\n  - {from: web-1}\n  - {from: web-2,\n     to: orders-db}\n", servers, []string{
 			`c.yaml:7: link from "web-1" to "orders-dbb": unknown target "orders-dbb" (did you mean "orders-db"?); ` + known,
@@ -194,11 +194,18 @@ func TestProblems(t *testing.T) {
 			`c.yaml:10: runbook "x y" has no command; set command: to what it runs`,
 			`c.yaml:11: runbook "block": match.finding "ssh_bruteforce" is no finding (did you mean "ssh_brute_force"?); findings: ssh_brute_force, ssh_login_after_failures, exposed_port, ssh_password_login, ssh_root_login, security_updates, tls_expiring`,
 		}},
+		{"collect keys", "collect: {fast: 1s, slow: soon, every: 1s}\n", nil, []string{
+			`c.yaml:1: collect.slow: "soon" is not a duration; write a number with a unit, like 15s, 500ms or 1m30s`,
+			`c.yaml:1: collect: unknown key "every" (known keys: fast, medium, slow, updates)`,
+		}},
+		{"collect too fast", "collect:\n  fast: 100ms\n  medium: 1m\n", nil, []string{
+			`c.yaml:2: collect.fast 100ms is too short; use 1s or more`,
+		}},
 		{"sections of the wrong type", "resources: {id: a}\nlinks: nope\nprobes: [1]\nextra: 1\n", nil, []string{
 			`c.yaml:1: resources: want a list of resources ({id, kind, engine, target}), got a mapping`,
 			`c.yaml:2: links: want a list of links ({from: USER, to: USED}), got "nope"`,
 			`c.yaml:3: probes: want a mapping (key: value lines), got a list`,
-			`c.yaml:4: config: unknown key "extra" (known keys: districts, resources, links, probes, runbooks)`,
+			`c.yaml:4: config: unknown key "extra" (known keys: districts, resources, links, probes, runbooks, collect)`,
 		}},
 		{"not a mapping", "- a\n", nil, []string{
 			`c.yaml:1: config: want a mapping (key: value lines), got a list`,
@@ -216,7 +223,7 @@ func TestProblems(t *testing.T) {
 			`c.yaml:9: a second YAML document (after ---); the config is one document`,
 		}},
 		{"merge keys", "base: &b {kind: probe}\n", nil, []string{
-			`c.yaml:1: config: unknown key "base" (known keys: districts, resources, links, probes, runbooks)`,
+			`c.yaml:1: config: unknown key "base" (known keys: districts, resources, links, probes, runbooks, collect)`,
 		}},
 		{"merge key (its line keeps only the problem of shape)", "resources:\n  - {id: a, kind: probe, engine: dns, target: a.com}\n  - {<<: {kind: probe}, id: b, engine: dns, target: a.com}\n", nil, []string{
 			`c.yaml:3: a resource: merge keys (<<) are not supported; write the keys out`,
@@ -249,7 +256,8 @@ func contract() *Config {
 			{From: "lekhix-alb", To: "lekhix-api", Line: 21},
 			{From: "lekhix.com", To: "lekhix-alb", Line: 22},
 		},
-		Probes: ProbeDefaults{Interval: 15 * time.Second, Timeout: 5 * time.Second, FailuresBeforeTroubled: 2},
+		Probes:  ProbeDefaults{Interval: 15 * time.Second, Timeout: 5 * time.Second, FailuresBeforeTroubled: 2},
+		Collect: DefaultCollect,
 		Runbooks: []Runbook{{Name: "restart-postgres", Description: "Restart PostgreSQL on a database server",
 			Command: "systemctl restart postgresql", Match: map[string]string{"engine": "postgres"}, Line: 28}},
 	}

@@ -58,6 +58,7 @@ func (c *Config) validate(servers []string) *Error {
 	}
 	v.resources()
 	v.probes()
+	v.collect()
 	v.links()
 	v.districts()
 	v.runbooks()
@@ -218,6 +219,18 @@ func (v *validator) unknown(what, name string) string {
 	names := v.targetNames()
 	return fmt.Sprintf("unknown %s %q%s; known: %s; declare it under resources, enroll the server, or fix the name",
 		what, name, didYouMean(name, names), listNames(names))
+}
+
+func (v *validator) collect() {
+	c := v.c
+	for _, x := range []struct {
+		key      string
+		got, min time.Duration
+	}{{"fast", c.Collect.Fast, MinCollect.Fast}, {"medium", c.Collect.Medium, MinCollect.Medium}, {"slow", c.Collect.Slow, MinCollect.Slow}, {"updates", c.Collect.Updates, MinCollect.Updates}} {
+		if x.got < x.min {
+			v.problem(c.line("collect."+x.key, 0), "collect.%s %s is too short; use %s or more", x.key, x.got, x.min)
+		}
+	}
 }
 
 func (v *validator) probes() {
