@@ -80,24 +80,7 @@ func (s *syncBuffer) String() string {
 
 func start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, out: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(filepath.Join(bin, args[0]), args[1:]...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.Env = append(os.Environ(), "GORACE=halt_on_error=1")
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.stop()
-		if t.Failed() {
-			t.Logf("---- output of %s ----\n%s", p.name, p.out.String())
-		}
-		if strings.Contains(p.out.String(), "WARNING: DATA RACE") {
-			t.Errorf("%s reported a data race:\n%s", p.name, p.out.String())
-		}
-	})
-	return p
+	return startCmd(t, name, exec.Command(filepath.Join(bin, args[0]), args[1:]...))
 }
 
 func (p *proc) signal(sig syscall.Signal) { p.cmd.Process.Signal(sig) }
@@ -168,6 +151,12 @@ func startCoordinator(t *testing.T) *coordinator {
 func (c *coordinator) start() {
 	c.t.Helper()
 	c.p = start(c.t, "coordinator", "gridcity", "serve", "--data", c.data, "--http", c.http, "--grpc", c.grpc, "--advertise", c.grpc, "--log-level", "debug")
+	c.waitHealthy()
+}
+
+// waitHealthy waits until the coordinator answers /healthz.
+func (c *coordinator) waitHealthy() {
+	c.t.Helper()
 	eventually(c.t, 20*time.Second, "coordinator healthy", func() error {
 		resp, err := http.Get("http://" + c.http + "/healthz")
 		if err != nil {
@@ -243,6 +232,7 @@ func (c *coordinator) mcpClient(token, client string) (*mcp.ClientSession, error
 
 type serverView struct {
 	Name, Status, LastSeen string
+	Addresses              []string
 	OS                     struct{ Name, Kernel, Hostname string }
 	CPU                    struct{ Cores int }
 	Memory                 struct{ TotalBytes uint64 }

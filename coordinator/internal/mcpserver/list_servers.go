@@ -37,6 +37,7 @@ type ServerView struct {
 	Memory        MemoryView      `json:"memory"`
 	Disks         []DiskView      `json:"disks"`
 	UptimeSeconds uint64          `json:"uptimeSeconds"`
+	Addresses     []string        `json:"addresses" jsonschema:"the server's addresses outside loopback and link-local"`
 	Listening     []ListenerView  `json:"listening" jsonschema:"listening sockets: protocol, address, port and owning process"`
 	Containers    []ContainerView `json:"containers"`
 	FailedUnits   []UnitView      `json:"failedUnits" jsonschema:"systemd units in the failed state"`
@@ -197,7 +198,8 @@ func viewServer(srv fleet.Server, now time.Time) ServerView {
 		Memory: MemoryView{TotalBytes: st.GetMemory().GetTotalBytes(), UsedBytes: st.GetMemory().GetUsedBytes(),
 			AvailableBytes: st.GetMemory().GetAvailableBytes(), UsedPercent: round1(st.GetMemory().GetUsedPercent()),
 			SwapTotalBytes: st.GetMemory().GetSwapTotalBytes(), SwapUsedBytes: st.GetMemory().GetSwapUsedBytes()},
-		Disks: []DiskView{}, Listening: []ListenerView{}, Containers: []ContainerView{}, FailedUnits: []UnitView{}, Gaps: []GapView{},
+		Addresses: orEmpty(h.GetAddresses()),
+		Disks:     []DiskView{}, Listening: []ListenerView{}, Containers: []ContainerView{}, FailedUnits: []UnitView{}, Gaps: []GapView{},
 		Updates:  UpdatesView{Pending: st.GetUpdates().GetPending(), Security: st.GetUpdates().GetSecurity(), Manager: st.GetUpdates().GetManager()},
 		LastSeen: rfc3339(srv.LastSeen),
 	}
