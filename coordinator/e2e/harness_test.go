@@ -148,6 +148,20 @@ func startCoordinator(t *testing.T) *coordinator {
 	return c
 }
 
+// startCoordinatorWithConfig starts a coordinator on loopback with the config given as YAML.
+func startCoordinatorWithConfig(t *testing.T, yaml string) *coordinator {
+	t.Helper()
+	cfgFile := filepath.Join(t.TempDir(), "gridcity.yaml")
+	if err := os.WriteFile(cfgFile, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &coordinator{t: t, data: t.TempDir(), http: freePort(t), grpc: freePort(t)}
+	c.p = start(t, "coordinator", "gridcity", "serve", "--data", c.data, "--config", cfgFile, "--http", c.http, "--grpc", c.grpc,
+		"--advertise", c.grpc, "--log-level", "debug")
+	c.waitHealthy()
+	return c
+}
+
 func (c *coordinator) start() {
 	c.t.Helper()
 	c.p = start(c.t, "coordinator", "gridcity", "serve", "--data", c.data, "--http", c.http, "--grpc", c.grpc, "--advertise", c.grpc, "--log-level", "debug")

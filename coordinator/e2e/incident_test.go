@@ -55,8 +55,7 @@ func TestIncidentRootCauseWithRealPostgres(t *testing.T) {
 	t.Cleanup(func() { app.Close() })
 	appAddr := appLn.Addr().String()
 
-	cfgFile := filepath.Join(t.TempDir(), "gridcity.yaml")
-	cfg := fmt.Sprintf(`districts:
+	c := startCoordinatorWithConfig(t, fmt.Sprintf(`districts:
   - id: shop
     members: [orders-db, app-health, web-1]
 resources:
@@ -76,25 +75,7 @@ links:
   - {from: app-health, to: orders-db}
   - {from: web-1, to: app-health}
 probes: {interval: 1s, timeout: 500ms, failuresBeforeTroubled: 2}
-`, pg.addr, appAddr)
-	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-
-	c := &coordinator{t: t, data: t.TempDir(), http: freePort(t), grpc: freePort(t)}
-	c.p = start(t, "coordinator", "gridcity", "serve", "--data", c.data, "--config", cfgFile, "--http", c.http, "--grpc", c.grpc,
-		"--advertise", c.grpc, "--log-level", "debug")
-	eventually(t, 20*time.Second, "coordinator healthy", func() error {
-		resp, err := http.Get("http://" + c.http + "/healthz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("status %d", resp.StatusCode)
-		}
-		return nil
-	})
+`, pg.addr, appAddr))
 	tok := c.token()
 	startAgent(t, c, "web-1", t.TempDir(), c.joinLine())
 	c.waitStatus(tok, "web-1", "online", 20*time.Second)

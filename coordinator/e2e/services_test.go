@@ -46,8 +46,7 @@ func TestIncidentRootCauseWithRealRedisAndNginx(t *testing.T) {
 	t.Cleanup(func() { app.Close() })
 	lb := startNginx(t, appLn.Addr().String())
 
-	cfgFile := filepath.Join(t.TempDir(), "gridcity.yaml")
-	cfg := fmt.Sprintf(`resources:
+	c := startCoordinatorWithConfig(t, fmt.Sprintf(`resources:
   - {id: sessions, kind: database, engine: redis, target: %q}
   - {id: shop-api, kind: probe, engine: http, target: "http://%s/"}
   - {id: shop-lb, kind: load_balancer, engine: http, target: "http://%s/"}
@@ -56,21 +55,7 @@ links:
   - {from: shop-api, to: sessions}
   - {from: web-1, to: shop-lb}
 probes: {interval: 1s, timeout: 500ms, failuresBeforeTroubled: 2}
-`, redis.addr, appLn.Addr(), lb)
-	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c := &coordinator{t: t, data: t.TempDir(), http: freePort(t), grpc: freePort(t)}
-	c.p = start(t, "coordinator", "gridcity", "serve", "--data", c.data, "--config", cfgFile, "--http", c.http, "--grpc", c.grpc,
-		"--advertise", c.grpc, "--log-level", "debug")
-	eventually(t, 20*time.Second, "coordinator healthy", func() error {
-		resp, err := http.Get("http://" + c.http + "/healthz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		return nil
-	})
+`, redis.addr, appLn.Addr(), lb))
 	tok := c.token()
 	startAgent(t, c, "web-1", t.TempDir(), c.joinLine())
 	c.waitStatus(tok, "web-1", "online", 20*time.Second)

@@ -39,8 +39,8 @@ type Config struct {
 	Links     []Link // declared "from uses to" links
 	Probes    ProbeDefaults
 	// Collect sets how often the agents sample each tier of facts.
-	Collect CollectIntervals
-	Runbooks  []Runbook
+	Collect  CollectIntervals
+	Runbooks []Runbook
 
 	file  string         // the name given to Parse, for messages
 	lines map[string]int // field path (resources[2].target) → line, for messages

@@ -66,6 +66,7 @@ type tool struct {
 var tools = []tool{
 	{name: "list_servers", tier: TierReadOnly, add: addListServers},
 	{name: "incident_report", tier: TierReadOnly, add: addIncidentReport},
+	{name: "diagnose", tier: TierReadOnly, add: addDiagnose},
 	{name: "security_findings", tier: TierReadOnly, add: addSecurityFindings},
 	{name: "get_topology", tier: TierReadOnly, add: addGetTopology},
 	{name: "list_resources", tier: TierReadOnly, add: addListResources},
