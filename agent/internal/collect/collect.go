@@ -20,6 +20,8 @@
 //	failed_units  Units           TierMedium
 //	containers    Containers      TierMedium
 //	updates       Updates         TierUpdates
+//	defenses      Defenses (firewall blocks, sshd settings)  TierMedium
+//	logins        Logins (SSH authentication per source)      TierFast
 //
 // The agent sends Full first and then, per tier tick, Changes between the
 // state it last sent and a Collect, merging what it sends into that state
@@ -50,8 +52,8 @@ type Tier int
 const (
 	// TierFast is cpu and memory, sampled every 5 s.
 	TierFast Tier = iota
-	// TierMedium is disks, listeners, connections, failed units and
-	// containers, every 30 s.
+	// TierMedium is disks, listeners, connections, failed units,
+	// containers and defenses, every 30 s.
 	TierMedium
 	// TierSlow is host information, every 5 min.
 	TierSlow
@@ -103,8 +105,9 @@ type Config struct {
 	// config's authLogs); the journal is read where none of them exists.
 	AuthLogs []string
 	// StateDir keeps what must survive a restart of the agent (how far
-	// the logs were read). Empty: nothing is kept, logs are read from
-	// their end at start.
+	// the logs were read, and the last day's logins). Empty: nothing is
+	// kept; each start reads the last 8 MiB of each log (or the journal's
+	// last 24 h) again.
 	StateDir string
 	// SSHDConfig is sshd's main config file. Default /etc/ssh/sshd_config.
 	SSHDConfig string

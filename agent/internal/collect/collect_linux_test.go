@@ -15,6 +15,7 @@ import (
 
 func TestCollectConcurrent(t *testing.T) {
 	s := New(fixtureConfig(), nil)
+	useFixtureFirewall(s)
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
@@ -32,6 +33,7 @@ func TestCollectConcurrent(t *testing.T) {
 func TestGolden(t *testing.T) {
 	skipBigEndian(t)
 	s := New(fixtureConfig(), nil)
+	useFixtureFirewall(s)
 	for _, e := range s.entries {
 		if d, ok := e.c.(*disksCollector); ok {
 			fake := &fakeStatfs{

@@ -27,6 +27,7 @@ func fixtureConfig() Config {
 		RootFS:       "testdata",
 		SystemdDir:   "testdata/run/systemd/system",
 		DockerSocket: "testdata/docker.sock",
+		SSHDConfig:   "testdata/defenses/etc/ssh/sshd_config",
 	}
 }
 
@@ -39,8 +40,8 @@ func TestRegistry(t *testing.T) {
 		got[r.name] = r.tier
 	}
 	want := map[string]Tier{
-		"cpu": TierFast, "memory": TierFast,
-		"disks": TierMedium, "sockets": TierMedium, "failed_units": TierMedium, "containers": TierMedium,
+		"cpu": TierFast, "memory": TierFast, "logins": TierFast,
+		"disks": TierMedium, "sockets": TierMedium, "failed_units": TierMedium, "containers": TierMedium, "defenses": TierMedium,
 		"host": TierSlow, "updates": TierUpdates,
 	}
 	for name, tier := range want {

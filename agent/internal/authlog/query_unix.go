@@ -1,0 +1,9 @@
+//go:build unix
+
+package authlog
+
+import "github.com/gridcity/gridcity/agent/internal/runner"
+
+// defaultQuery runs journalctl; runner is the only package of the agent
+// that starts processes.
+var defaultQuery QueryFunc = runner.QueryLines

@@ -1,0 +1,3 @@
+package collect
+
+func init() { register("defenses", TierMedium, newDefensesCollector) }
