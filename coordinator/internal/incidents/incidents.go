@@ -6,10 +6,11 @@
 //
 // Flapping is damped upstream (a resource is troubled only after several
 // failed checks in a row). One more damping happens here: when an incident
-// ends, what it explained usually recovers with it, but each target at its
-// own next check; meanwhile such a target looks like a root cause of its
-// own. It opens an incident only if it still is one Grace after the
-// incident that explained it ended.
+// ends, or stops explaining a target, that target usually recovers too, but
+// at its own next check; meanwhile it looks like a root cause of its own
+// (also when something between it and the root cause recovered first). It
+// opens an incident only if it still is one Grace after it was last
+// explained.
 package incidents
 
 import (
@@ -42,7 +43,8 @@ type Tracker struct {
 	// lastEnd is when each target's last incident ended in this process,
 	// so that a new one never starts before it.
 	lastEnd map[string]time.Time
-	// orphaned is when the incident explaining each target ended.
+	// orphaned is when each target stopped being explained by an open
+	// incident (the incident ended, or no longer explains it).
 	orphaned map[string]time.Time
 	// Grace is how long a target explained by an ended incident may stay
 	// a root cause before it opens an incident of its own.
@@ -154,6 +156,13 @@ func (t *Tracker) Observe(ctx context.Context, now time.Time) error {
 		explains := slices.Clone(rc.Explains)
 		if explains == nil {
 			explains = []string{}
+		}
+		// What it no longer explains recovers at its own next check, or
+		// is stuck on its own: the grace tells which.
+		for _, e := range in.Explains {
+			if !slices.Contains(explains, e) {
+				t.orphaned[e] = now
+			}
 		}
 		if err := t.st.UpdateIncident(ctx, in.ID, rc.Reason, explains); err != nil {
 			t.reloadIfStale(err)

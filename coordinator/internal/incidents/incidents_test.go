@@ -220,6 +220,32 @@ func TestRestartKeepsTheStart(t *testing.T) {
 	}
 }
 
+// A target stops being explained while its root cause is still open
+// (something between them recovered first): it gets the grace too.
+func TestGraceWhenTheMiddleRecoversFirst(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	f := newFleet()
+	tr := New(st, f.report, nil)
+	f.fail("orders-db", "refused", t0)
+	f.fail("api", "500", t0)
+	f.fail("web", "502", t0)
+	observe(t, tr, t0)
+	// The api recovers first; web is still failing, so for a moment it is a
+	// root cause of its own, and the database is still down.
+	f.recover("api")
+	observe(t, tr, t0.Add(time.Second))
+	if _, ok := tr.Since("web"); ok {
+		t.Fatal("web opened an incident the moment the api between it and the database recovered")
+	}
+	f.recover("web")
+	f.recover("orders-db")
+	observe(t, tr, t0.Add(2*time.Second))
+	observe(t, tr, t0.Add(time.Minute))
+	if h := history(t, tr); len(h) != 1 || h[0].Target != "orders-db" || h[0].Open() {
+		t.Fatalf("history %+v; want only the database's incident, ended", h)
+	}
+}
+
 func TestRootCauseMoves(t *testing.T) {
 	st := openStore(t, t.TempDir())
 	f := newFleet()
