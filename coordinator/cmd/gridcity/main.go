@@ -26,7 +26,10 @@ const usage = `gridcity — the coordinator of a gridcity fleet
 Usage:
   gridcity serve    [--data DIR] [--config FILE] [--http ADDR] [--grpc ADDR] [--advertise HOST:PORT]
   gridcity join     [--data DIR] [--ttl DURATION] [--reusable] [--json]
-  gridcity mcp      [--data DIR] [--json]
+  gridcity mcp      [--data DIR] [--json]                  # endpoint, token and a snippet per AI client
+  gridcity mcp      --install [CLIENT …] [--print] [--scope read|operate]
+  gridcity mcp      --stdio [--url URL] [--token T] [--client NAME]
+  gridcity mcp      tools                                  # the tool list as JSON
   gridcity token    create NAME [--scope read|operate] [--json] | list [--json] | revoke NAME
   gridcity agents   list [--json] | revoke NAME
   gridcity approver add NAME | reset NAME | list             # prints a generated password once

@@ -8,9 +8,16 @@ import (
 )
 
 func cmdMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "tools" {
+		return cmdMCPTools(ctx, args[1:], stdout, stderr) // mcp_tools.go
+	}
+	if stdioRequested(args) {
+		return cmdMCPStdio(ctx, args, stdout, stderr) // mcp_stdio.go
+	}
 	fs := newFlags("mcp", stderr)
 	data := dataFlag(fs)
 	asJSON := fs.Bool("json", false, `print {"endpoint","token","headers"}`)
+	inst := addInstallFlags(fs) // mcp_install.go
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -23,15 +30,14 @@ func cmdMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer st.Close()
+	if inst.wanted() {
+		return inst.run(ctx, fs, st, mcpEndpoint(info), stdout)
+	}
 	tok, _, err := ensureLocalToken(ctx, st, *data)
 	if err != nil {
 		return err
 	}
-	scheme := "http"
-	if info.TLS {
-		scheme = "https"
-	}
-	endpoint := scheme + "://" + info.HTTP + "/mcp"
+	endpoint := mcpEndpoint(info)
 	headers := map[string]string{"Authorization": "Bearer " + tok}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -43,9 +49,7 @@ func cmdMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 Token:         %s
 Headers:       Authorization: Bearer %s
                X-Agent-Client: <your client's name>   (optional; names the client in the log and the audit)
-
-Claude Code:
-  claude mcp add --transport http gridcity %s --header "Authorization: Bearer %s" --header "X-Agent-Client: claude-code"
-`, endpoint, tok, tok, endpoint, tok)
+`, endpoint, tok, tok)
+	printSnippets(stdout, endpoint, tok) // mcp_install.go
 	return nil
 }

@@ -1,14 +1,21 @@
 #!/usr/bin/env node
 // End-to-end check of the gridcity MCP endpoint with the official TypeScript
-// SDK client (@modelcontextprotocol/sdk). See README.md.
+// SDK client (@modelcontextprotocol/sdk), over Streamable HTTP or over the
+// stdio bridge (`gridcity mcp --stdio`). See README.md.
 //
 //   node client.mjs --endpoint URL --token T --client-name NAME
-//                   [--expect-server NAME] [--expect-tools a,b,c] [--timeout SECONDS]
+//                   [--stdio GRIDCITY_BINARY]
+//                   [--expect-server NAME] [--expect-tools a,b,c] [--expect-refused a,b]
+//                   [--run-command CMD] [--expect-run completed|denied|waiting]
+//                   [--expect-resources uri,uri-template,…] [--expect-unreadable uri,…]
+//                   [--expect-prompts a,b] [--timeout SECONDS]
 //
 // stdout: exactly one JSON line,
-//   {"tools":[…],"called":[…],"skipped":[…],"ok":true}            exit 0
-//   {"tools":[…],"called":[…],"skipped":[…],"ok":false,"errors":[…]} exit 1 (a check failed)
-// exit 2: bad usage. Diagnostics go to stderr, one line each, prefixed "tsclient:".
+//   {"transport":…,"tools":[…],"called":[…],"refused":[…],"resources":[…],"read":[…],"prompts":[…],
+//    "run":{"status","waitStatus","progress"},"ok":true}                                    exit 0
+//   the same with "ok":false,"errors":[…]                                                   exit 1 (a check failed)
+// exit 2: bad usage. Diagnostics go to stderr, one line each, prefixed "tsclient:"
+// (the bridge's own log lines, prefixed "bridge:").
 
 import { parseArgs, isDeepStrictEqual } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -16,12 +23,13 @@ import {
     StreamableHTTPClientTransport,
     StreamableHTTPError
 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { StdioClientTransport, getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 
 const ANNOTATION_HINTS = ['readOnlyHint', 'destructiveHint', 'idempotentHint', 'openWorldHint'];
 const BAD_ORIGIN = 'http://evil.example';
 
-const summary = { tools: [], called: [], skipped: [], ok: false };
+const summary = { transport: 'http', tools: [], called: [], refused: [], resources: [], read: [], prompts: [], run: null, ok: false };
 const errors = [];
 
 function log(msg) {
@@ -38,16 +46,18 @@ function finish() {
     if (!summary.ok) summary.errors = errors;
     process.stdout.write(JSON.stringify(summary) + '\n');
     log(summary.ok ? 'all checks passed' : `${errors.length} check(s) failed`);
-    // Exit explicitly: keep-alive sockets must not keep the process (and the
-    // Go test that runs it) waiting.
+    // Exit explicitly: keep-alive sockets (or a bridge process) must not keep
+    // this process (and the Go test that runs it) waiting.
     process.exit(summary.ok ? 0 : 1);
 }
 
 function usage(msg) {
     process.stderr.write(
         `tsclient: ${msg}\n` +
-            'usage: node client.mjs --endpoint URL --token T --client-name NAME ' +
-            '[--expect-server NAME] [--expect-tools a,b,c] [--timeout SECONDS]\n'
+            'usage: node client.mjs --endpoint URL --token T --client-name NAME [--stdio GRIDCITY_BINARY] ' +
+            '[--expect-server NAME] [--expect-tools a,b,c] [--expect-refused a,b] [--run-command CMD] ' +
+            '[--expect-run completed|denied|waiting] [--expect-resources uri,…] [--expect-unreadable uri,…] ' +
+            '[--expect-prompts a,b] [--timeout SECONDS]\n'
     );
     process.exit(2);
 }
@@ -59,8 +69,15 @@ try {
             endpoint: { type: 'string' },
             token: { type: 'string' },
             'client-name': { type: 'string' },
+            stdio: { type: 'string' },
             'expect-server': { type: 'string' },
             'expect-tools': { type: 'string' },
+            'expect-refused': { type: 'string' },
+            'run-command': { type: 'string' },
+            'expect-run': { type: 'string' },
+            'expect-resources': { type: 'string' },
+            'expect-unreadable': { type: 'string' },
+            'expect-prompts': { type: 'string' },
             timeout: { type: 'string', default: '60' }
         },
         strict: true,
@@ -80,9 +97,14 @@ try {
 }
 const timeoutSec = Number(opts.timeout);
 if (!(timeoutSec > 0)) usage('--timeout must be a positive number of seconds');
-const expectTools = opts['expect-tools']
-    ? opts['expect-tools'].split(',').map(s => s.trim()).filter(Boolean)
-    : null;
+const list = name => (opts[name] ? opts[name].split(',').map(s => s.trim()).filter(Boolean) : null);
+const expectTools = list('expect-tools');
+const expectRefused = list('expect-refused') ?? [];
+const expectResources = list('expect-resources');
+const expectUnreadable = list('expect-unreadable') ?? [];
+const expectPrompts = list('expect-prompts');
+if (opts['expect-run'] && !opts['run-command']) usage('--expect-run needs --run-command');
+if (opts.stdio) summary.transport = 'stdio';
 
 // A hung server must not hang the caller.
 setTimeout(() => {
@@ -105,8 +127,33 @@ function newClient() {
     );
 }
 
-function transportFor(headers) {
+function httpTransport(headers) {
     return new StreamableHTTPClientTransport(endpoint, { requestInit: { headers } });
+}
+
+// stdioTransport starts `gridcity mcp --stdio` with the coordinator's endpoint
+// and the token in the environment, as a desktop client's config does. Only
+// the SDK's default environment is passed on besides: nothing from the data
+// directory can leak in.
+function stdioTransport(token, label) {
+    const transport = new StdioClientTransport({
+        command: opts.stdio,
+        args: ['mcp', '--stdio'],
+        env: {
+            ...getDefaultEnvironment(),
+            GRIDCITY_URL: endpoint.href,
+            GRIDCITY_TOKEN: token,
+            GRIDCITY_CLIENT: opts['client-name']
+        },
+        stderr: 'pipe'
+    });
+    let rest = '';
+    transport.stderr?.on('data', chunk => {
+        const lines = (rest + chunk.toString()).split('\n');
+        rest = lines.pop();
+        for (const line of lines) if (line) process.stderr.write(`bridge${label}: ${line}\n`);
+    });
+    return transport;
 }
 
 // connectExpectingStatus connects with the given headers and requires the
@@ -114,7 +161,7 @@ function transportFor(headers) {
 async function connectExpectingStatus(what, headers, status) {
     const client = newClient();
     try {
-        await client.connect(transportFor(headers));
+        await client.connect(httpTransport(headers));
     } catch (err) {
         if (err instanceof StreamableHTTPError && err.code === status) {
             log(`${what}: refused with HTTP ${status} as expected`);
@@ -126,6 +173,28 @@ async function connectExpectingStatus(what, headers, status) {
         await client.close().catch(() => {});
     }
     fail(`${what}: expected HTTP ${status}, but the connection succeeded`);
+}
+
+// bridgeWithWrongToken: the bridge starts whatever the token, lists the
+// tools, and a call comes back as an isError result that says what is wrong.
+async function bridgeWithWrongToken() {
+    const client = newClient();
+    try {
+        await client.connect(stdioTransport('gc_wrong-token-tsclient', ' (wrong token)'));
+        const { tools } = await client.listTools();
+        if (!tools.some(t => t.name === 'list_servers')) fail('bridge with a wrong token: list_servers is not listed');
+        const res = await client.callTool({ name: 'list_servers', arguments: {} });
+        const text = (res.content ?? []).map(c => c.text ?? '').join(' ');
+        if (res.isError !== true || res.structuredContent !== undefined || !text.includes('refused the token')) {
+            fail(`bridge with a wrong token: want an isError result about the token, got ${JSON.stringify(res)}`);
+        } else {
+            log('bridge with a wrong token: isError as expected');
+        }
+    } catch (err) {
+        fail(`bridge with a wrong token: ${describe(err)}`);
+    } finally {
+        await client.close().catch(() => {});
+    }
 }
 
 function checkTool(tool, independent) {
@@ -194,116 +263,273 @@ function requiredArgs(tool) {
     return Array.isArray(r) ? r : [];
 }
 
+// TOOL_ARGS gives the arguments of gridcity's tools that need some, in the
+// order they are called (after every tool that needs none). A new tool with
+// required inputs fails the run until it is added here: every tool is called.
+const TOOL_ARGS = {
+    diagnose: () => ({ target: opts['expect-server'] }),
+    run_command: () => ({
+        server: opts['expect-server'],
+        command: opts['run-command'],
+        reason: 'tsclient e2e: see that commands go through a person',
+        timeout_seconds: 30
+    }),
+    wait_for_command: results => ({ request_id: results.run_command?.requestId })
+};
+
+// callAndCheck calls a tool and checks the result as a client would see it:
+// validated by the SDK against the outputSchema, by Ajv independently, and
+// the text content the same JSON as structuredContent.
+async function callAndCheck(client, tool, validate, args, options) {
+    let res;
+    try {
+        // Client.callTool validates structuredContent against the cached
+        // outputSchema and throws McpError when it does not match.
+        res = await client.callTool({ name: tool.name, arguments: args }, undefined, options);
+    } catch (err) {
+        fail(`call ${tool.name}(${JSON.stringify(args)}): ${describe(err)}`);
+        return null;
+    }
+    summary.called.push(tool.name);
+    if (res.isError) {
+        fail(`call ${tool.name}(${JSON.stringify(args)}): isError: ${JSON.stringify(res.content)}`);
+        return null;
+    }
+    const sc = res.structuredContent;
+    if (!sc || typeof sc !== 'object') {
+        fail(`call ${tool.name}: no structuredContent`);
+        return null;
+    }
+    if (validate) {
+        const v = validate(sc);
+        if (!v.valid) fail(`call ${tool.name}: structuredContent does not match outputSchema: ${v.errorMessage}`);
+    }
+    const texts = (res.content ?? []).filter(c => c.type === 'text');
+    if (!texts.length) {
+        fail(`call ${tool.name}: no text content`);
+    } else {
+        let parsed;
+        try {
+            parsed = JSON.parse(texts[0].text);
+        } catch {
+            parsed = undefined;
+        }
+        if (!isDeepStrictEqual(parsed, sc)) fail(`call ${tool.name}: text content is not the same JSON as structuredContent`);
+    }
+    log(`called ${tool.name}: ok${sc.status ? ` (status ${sc.status})` : ''}`);
+    return sc;
+}
+
+function sameSet(what, got, want) {
+    const g = new Set(got);
+    const w = new Set(want);
+    const missing = want.filter(x => !g.has(x));
+    const extra = got.filter(x => !w.has(x));
+    if (missing.length) fail(`${what}: missing ${missing.join(', ')}`);
+    if (extra.length) fail(`${what}: not expected ${extra.join(', ')}`);
+}
+
+async function all(fetchPage, key) {
+    const items = [];
+    let cursor;
+    do {
+        const page = await fetchPage(cursor ? { cursor } : undefined);
+        items.push(...page[key]);
+        cursor = page.nextCursor;
+    } while (cursor);
+    return items;
+}
+
+async function checkResources(client) {
+    if (!client.getServerCapabilities()?.resources) {
+        if (expectResources?.length) fail('the server does not advertise the resources capability');
+        return;
+    }
+    const resources = await all(p => client.listResources(p), 'resources');
+    const templates = await all(p => client.listResourceTemplates(p), 'resourceTemplates');
+    summary.resources = [...resources.map(r => r.uri), ...templates.map(t => t.uriTemplate)];
+    log(`resources: ${summary.resources.join(', ') || '(none)'}`);
+    if (expectResources) sameSet('--expect-resources', summary.resources, expectResources);
+
+    const uris = resources.map(r => r.uri);
+    // Each template is read once, filled in with the expected server.
+    for (const t of templates) {
+        if (!opts['expect-server']) continue;
+        uris.push(t.uriTemplate.replace(/\{[^}]+\}/g, encodeURIComponent(opts['expect-server'])));
+    }
+    for (const uri of uris) {
+        try {
+            const res = await client.readResource({ uri });
+            const c = res.contents?.[0];
+            if (res.contents?.length !== 1 || c.uri !== uri || c.mimeType !== 'application/json' || typeof c.text !== 'string') {
+                fail(`read ${uri}: want one application/json text, got ${JSON.stringify(res).slice(0, 300)}`);
+                continue;
+            }
+            const v = JSON.parse(c.text);
+            if (uri.startsWith('gridcity://servers/') && v.name !== opts['expect-server']) fail(`read ${uri}: name is ${JSON.stringify(v.name)}`);
+            summary.read.push(uri);
+            log(`read ${uri}: ok`);
+        } catch (err) {
+            fail(`read ${uri}: ${describe(err)}`);
+        }
+    }
+    for (const uri of expectUnreadable) {
+        if (summary.resources.includes(uri)) fail(`${uri} is listed; --expect-unreadable says it must not be`);
+        try {
+            await client.readResource({ uri });
+            fail(`read ${uri}: succeeded; --expect-unreadable says it must not`);
+        } catch (err) {
+            log(`read ${uri}: refused as expected (${describe(err)})`);
+        }
+    }
+}
+
+async function checkPrompts(client) {
+    if (!client.getServerCapabilities()?.prompts) {
+        if (expectPrompts?.length) fail('the server does not advertise the prompts capability');
+        return;
+    }
+    const prompts = await all(p => client.listPrompts(p), 'prompts');
+    summary.prompts = prompts.map(p => p.name);
+    log(`prompts: ${summary.prompts.join(', ') || '(none)'}`);
+    if (expectPrompts) sameSet('--expect-prompts', summary.prompts, expectPrompts);
+    for (const p of prompts) {
+        const args = {};
+        for (const a of p.arguments ?? []) args[a.name] = opts['expect-server'] ?? 'x';
+        try {
+            const res = await client.getPrompt({ name: p.name, arguments: args });
+            const text = res.messages?.[0]?.content?.text;
+            if (typeof text !== 'string' || text.trim() === '') fail(`prompt ${p.name}: no text message`);
+            else log(`prompt ${p.name}: ${text.length} characters`);
+        } catch (err) {
+            fail(`prompt ${p.name}: ${describe(err)}`);
+        }
+    }
+}
+
 async function main() {
     const headers = {
         Authorization: `Bearer ${opts.token}`,
         'X-Agent-Client': opts['client-name']
     };
 
-    // 1. The endpoint refuses a wrong token and a foreign Origin, as a TS client sees it.
-    await connectExpectingStatus('wrong token', { ...headers, Authorization: 'Bearer gc_wrong-token-tsclient' }, 401);
-    await connectExpectingStatus('no token', { 'X-Agent-Client': opts['client-name'] }, 401);
-    await connectExpectingStatus(`Origin ${BAD_ORIGIN}`, { ...headers, Origin: BAD_ORIGIN }, 403);
+    // 1. Refusals as a TS client sees them: over HTTP, a wrong or missing token
+    // and a foreign Origin; over stdio, a bridge holding a wrong token.
+    if (opts.stdio) {
+        await bridgeWithWrongToken();
+    } else {
+        await connectExpectingStatus('wrong token', { ...headers, Authorization: 'Bearer gc_wrong-token-tsclient' }, 401);
+        await connectExpectingStatus('no token', { 'X-Agent-Client': opts['client-name'] }, 401);
+        await connectExpectingStatus(`Origin ${BAD_ORIGIN}`, { ...headers, Origin: BAD_ORIGIN }, 403);
+    }
 
     // 2. A real session.
     const client = newClient();
-    const transport = transportFor(headers);
+    const transport = opts.stdio ? stdioTransport(opts.token, '') : httpTransport(headers);
     try {
         await client.connect(transport);
     } catch (err) {
-        fail(`connect to ${endpoint} failed: ${describe(err)}`);
+        fail(`connect over ${summary.transport} failed: ${describe(err)}`);
         finish();
     }
+    if (opts.stdio) {
+        // A line on stdout that is not a JSON-RPC message surfaces here.
+        client.onerror = err => fail(`stdio stream: ${describe(err)}`);
+    }
     const info = client.getServerVersion();
-    log(`connected: server ${info?.name} ${info?.version}, protocol ${transport.protocolVersion}`);
+    log(`connected over ${summary.transport}: server ${info?.name} ${info?.version}`);
     if (!client.getServerCapabilities()?.tools) fail('server does not advertise the tools capability');
 
     // 3. The tool list, every page of it.
-    const tools = [];
-    let cursor;
-    do {
-        const page = await client.listTools(cursor ? { cursor } : undefined);
-        tools.push(...page.tools);
-        cursor = page.nextCursor;
-    } while (cursor);
+    const tools = await all(p => client.listTools(p), 'tools');
     // listTools() replaces the SDK's cache of output validators with each
     // page's tools; re-cache the whole list so callTool validates every tool.
     client.cacheToolMetadata(tools);
     summary.tools = tools.map(t => t.name);
     log(`tools: ${summary.tools.join(', ') || '(none)'}`);
     if (tools.length === 0) fail('the server lists no tools');
+    if (expectTools) sameSet('--expect-tools', summary.tools, expectTools);
 
-    if (expectTools) {
-        const got = new Set(summary.tools);
-        const want = new Set(expectTools);
-        const missing = expectTools.filter(t => !got.has(t));
-        const extra = summary.tools.filter(t => !want.has(t));
-        if (missing.length) fail(`--expect-tools: missing ${missing.join(', ')}`);
-        if (extra.length) fail(`--expect-tools: not expected ${extra.join(', ')}`);
-    }
-
-    // 4. Each tool's declaration, and a call to each tool that needs no argument.
+    // 4. Every tool: its declaration, then a call — first those without
+    // inputs, then those in TOOL_ARGS, in its order.
     const independent = new AjvJsonSchemaValidator();
-    const results = {};
-    let validationProven = false;
+    const validators = {};
+    for (const tool of tools) validators[tool.name] = checkTool(tool, independent);
     for (const tool of tools) {
-        const validate = checkTool(tool, independent);
-        const req = requiredArgs(tool);
-        if (req.length) {
-            summary.skipped.push(tool.name);
-            log(`skipped ${tool.name}: requires ${req.join(', ')}`);
-            continue;
-        }
         if (tool.outputSchema && typeof client.getToolOutputValidator(tool.name) !== 'function') {
             fail(`tool ${tool.name}: the SDK client has no output validator cached; callTool would not validate`);
         }
-        let res;
-        try {
-            // Client.callTool validates structuredContent against the cached
-            // outputSchema and throws McpError when it does not match.
-            res = await client.callTool({ name: tool.name, arguments: {} });
-        } catch (err) {
-            fail(`call ${tool.name}({}): ${describe(err)}`);
-            continue;
-        }
-        summary.called.push(tool.name);
-        if (res.isError) {
-            fail(`call ${tool.name}({}): isError: ${JSON.stringify(res.content)}`);
-            continue;
-        }
-        const sc = res.structuredContent;
-        if (!sc || typeof sc !== 'object') {
-            fail(`call ${tool.name}({}): no structuredContent`);
-            continue;
-        }
-        if (validate) {
-            const v = validate(sc);
-            if (!v.valid) fail(`call ${tool.name}({}): structuredContent does not match outputSchema: ${v.errorMessage}`);
-        }
-        const texts = (res.content ?? []).filter(c => c.type === 'text');
-        if (!texts.length) {
-            fail(`call ${tool.name}({}): no text content`);
-        } else {
-            let parsed;
-            try {
-                parsed = JSON.parse(texts[0].text);
-            } catch {
-                parsed = undefined;
-            }
-            if (!isDeepStrictEqual(parsed, sc)) fail(`call ${tool.name}({}): text content is not the same JSON as structuredContent`);
-        }
-        results[tool.name] = sc;
-        log(`called ${tool.name}: ok`);
-        if (!validationProven && tool.annotations?.readOnlyHint === true) {
+    }
+    const results = {};
+    let validationProven = false;
+    const noInput = tools.filter(t => requiredArgs(t).length === 0 && !(t.name in TOOL_ARGS));
+    for (const tool of noInput) {
+        results[tool.name] = await callAndCheck(client, tool, validators[tool.name], {});
+        if (results[tool.name] && !validationProven && tool.annotations?.readOnlyHint === true) {
             await proveSdkValidates(client, tools, tool);
             validationProven = true;
         }
     }
+    for (const tool of tools) {
+        if (noInput.includes(tool) || tool.name in TOOL_ARGS) continue;
+        fail(`tool ${tool.name} requires ${requiredArgs(tool).join(', ')}: add its arguments to TOOL_ARGS in client.mjs, so that it is called`);
+    }
+    for (const name of Object.keys(TOOL_ARGS)) {
+        const tool = tools.find(t => t.name === name);
+        if (!tool) continue;
+        if (name === 'diagnose' && !opts['expect-server']) {
+            fail('diagnose needs a target: give --expect-server');
+            continue;
+        }
+        if ((name === 'run_command' || name === 'wait_for_command') && !opts['run-command']) {
+            fail(`${name} is listed: give --run-command so that it is called`);
+            continue;
+        }
+        if (name === 'wait_for_command' && !results.run_command) {
+            fail('wait_for_command: run_command gave no requestId to wait for');
+            continue;
+        }
+        let progress = 0;
+        const options =
+            name === 'run_command'
+                ? { onprogress: () => progress++, timeout: 60_000 }
+                : { timeout: 60_000 };
+        results[name] = await callAndCheck(client, tool, validators[name], TOOL_ARGS[name](results), options);
+        if (name === 'run_command') summary.run = { status: results.run_command?.status, progress };
+        if (name === 'wait_for_command' && summary.run) summary.run.waitStatus = results.wait_for_command?.status;
+    }
     if (summary.called.length && !validationProven) {
         fail('could not prove that the SDK validates structuredContent: no read-only tool was called successfully');
     }
+    if (opts['expect-run']) {
+        const want = opts['expect-run'];
+        if (summary.run?.status !== want || summary.run?.waitStatus !== want) {
+            fail(`--expect-run ${want}: run_command gave ${summary.run?.status}, wait_for_command ${summary.run?.waitStatus}`);
+        }
+    }
 
-    // 5. The agent that the caller started is online.
+    // 5. Tools this token must neither see nor call.
+    for (const name of expectRefused) {
+        if (summary.tools.includes(name)) fail(`${name} is listed; --expect-refused says it must not be`);
+        try {
+            const res = await client.callTool({ name, arguments: {} });
+            if (res.isError) {
+                summary.refused.push(name);
+                log(`call ${name}: refused as expected (isError)`);
+            } else {
+                fail(`call ${name}: succeeded; --expect-refused says it must not`);
+            }
+        } catch (err) {
+            summary.refused.push(name);
+            log(`call ${name}: refused as expected (${describe(err)})`);
+        }
+    }
+
+    // 6. Resources and prompts.
+    await checkResources(client);
+    await checkPrompts(client);
+
+    // 7. The agent that the caller started is online.
     if (opts['expect-server']) {
         const want = opts['expect-server'];
         const ls = results.list_servers;
@@ -318,7 +544,8 @@ async function main() {
         }
     }
 
-    await transport.terminateSession().catch(err => log(`note: ending the session: ${describe(err)}`));
+    if (!opts.stdio) await transport.terminateSession().catch(err => log(`note: ending the session: ${describe(err)}`));
+    client.onerror = undefined;
     await client.close().catch(() => {});
 }
 
