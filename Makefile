@@ -7,7 +7,8 @@ MODULES := proto agent coordinator
 PROTOC_GEN_GO := v1.36.12
 PROTOC_GEN_GO_GRPC := v1.6.0
 
-.PHONY: all build run test unit e2e bench proto proto-check tidy-check vet fmt-check clean
+.PHONY: all build run test unit e2e bench proto proto-check tidy-check vet fmt-check clean \
+	demo demo-break demo-fix demo-status demo-down demo-build
 
 all: build
 
@@ -24,6 +25,22 @@ build:
 # run: a coordinator on its embedded store plus an agent for this machine.
 run: build
 	@scripts/run-local.sh
+
+# demo: a small city of real hosts on this machine (network namespaces, so root): a load
+# balancer, two web servers, an API, PostgreSQL and a scraper, each with its agent, and a
+# coordinator for an AI client. demo-break stops the database, demo-fix starts it again,
+# demo-status shows it, demo-down (or Ctrl-C on make demo) tears it all down. INSTALL=1 lets
+# make demo install missing Debian packages; DEMO_HTTP=ADDR moves the MCP endpoint and the app.
+DEMO_FLAGS = $(if $(INSTALL),--install) $(if $(DEMO_HTTP),--http $(DEMO_HTTP))
+
+demo:
+	@scripts/demo.sh up $(DEMO_FLAGS)
+
+demo-break demo-fix demo-status demo-down:
+	@scripts/demo.sh $(@:demo-%=%)
+
+demo-build: build
+	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o $(BIN)/gridcity-fleet ./coordinator/cmd/gridcity-fleet
 
 # test: every check and every test; CI calls this.
 test: proto-check tidy-check vet fmt-check unit e2e

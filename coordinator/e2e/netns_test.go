@@ -1,14 +1,14 @@
 package e2e
 
-// Test hosts on one machine: network namespaces the test creates, each joined by a veth pair to
-// a bridge of the test's own in the root namespace, on a private /24 that no interface of the
-// machine uses. Traffic stays on that bridge and loopback. Everything is removed when the test
-// ends, also when it fails.
+// Test hosts on one machine, made by coordinator/internal/testfleet: network namespaces joined
+// by veth pairs to a bridge of the test's own in the root namespace, on a private /24 that no
+// interface of the machine uses. Traffic stays on that bridge and loopback. Everything is
+// removed when the test ends, also when it fails; a test binary killed before its cleanups ran
+// leaves a state file that the next run's first newTestNet sweeps.
 
 import (
-	"bytes"
+	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,26 +16,21 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gridcity/gridcity/coordinator/internal/testfleet"
 )
 
-// testNet is a bridge with a private /24; the root namespace (where the coordinator runs) has
-// its .1.
+// testNet is a testfleet net owned by a test; the root namespace (where the coordinator runs)
+// has its .1.
 type testNet struct {
-	t      *testing.T
-	bridge string
-	prefix string // "10.213.7." — hosts get .2, .3, …
-	mu     sync.Mutex
-	next   int
+	t *testing.T
+	*testfleet.Net
 }
 
 // netHost is a test host: a network namespace with one address on the test net.
 type netHost struct {
 	name, ns, addr string
-}
-
-var netSeq struct {
-	sync.Mutex
-	n int
+	*testfleet.Host
 }
 
 // needRoot skips a test that needs root and ip(8), except in CI, which runs as root and must
@@ -56,104 +51,102 @@ func needRoot(t *testing.T) {
 	}
 }
 
-// ip runs ip(8) and fails the test with its output when it fails.
-func ip(t *testing.T, args ...string) {
+// needPrograms skips a test whose services are not installed, except in CI, which must install
+// them.
+func needPrograms(t *testing.T, needs ...testfleet.Need) {
 	t.Helper()
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+	if missing := testfleet.Missing(needs...); len(missing) > 0 {
+		err := &testfleet.MissingError{Needs: missing}
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI must install them: %v", err)
+		}
+		t.Skip(err)
 	}
 }
 
-// newTestNet creates the bridge; it and every host on it go when the test ends.
+var sweepOnce sync.Once
+
+// newTestNet creates the bridge; it and every host and process on it go when the test ends.
 func newTestNet(t *testing.T) *testNet {
 	t.Helper()
 	needRoot(t)
-	netSeq.Lock()
-	netSeq.n++
-	seq := netSeq.n
-	netSeq.Unlock()
-	tag := fmt.Sprintf("%d%d", os.Getpid()%100000, seq)
-	n := &testNet{t: t, bridge: "gcb" + tag, next: 2}
-	// A third octet no address of the machine is in.
-	used := map[string]bool{}
-	if addrs, err := net.InterfaceAddrs(); err == nil {
-		for _, a := range addrs {
-			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
-				used[ipn.IP.Mask(net.CIDRMask(24, 32)).String()] = true
-			}
+	ctx := context.Background()
+	sweepOnce.Do(func() {
+		if swept, err := testfleet.Sweep(ctx, os.TempDir(), nil); err != nil {
+			t.Logf("sweeping test nets left by earlier runs: %v", err)
+		} else if len(swept) > 0 {
+			t.Logf("removed test nets left by earlier runs: %v", swept)
 		}
+	})
+	n, err := testfleet.New(ctx, testfleet.Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for o := (os.Getpid() + seq*37) % 250; ; o = (o + 1) % 250 {
-		if !used[fmt.Sprintf("10.213.%d.0", o)] {
-			n.prefix = fmt.Sprintf("10.213.%d.", o)
-			break
+	t.Cleanup(func() {
+		if err := n.Close(context.Background()); err != nil {
+			t.Errorf("remove the test net: %v", err)
 		}
-	}
-	ip(t, "link", "add", n.bridge, "type", "bridge")
-	t.Cleanup(func() { exec.Command("ip", "link", "del", n.bridge).Run() })
-	ip(t, "addr", "add", n.prefix+"1/24", "dev", n.bridge)
-	ip(t, "link", "set", n.bridge, "up")
-	return n
+	})
+	return &testNet{t: t, Net: n}
 }
 
 // gateway is the root namespace's address on the test net.
-func (n *testNet) gateway() string { return n.prefix + "1" }
+func (n *testNet) gateway() string { return n.Gateway.String() }
 
 // freePort is a free TCP address on the gateway, for the coordinator's gRPC listener.
 func (n *testNet) freePort() string {
-	l, err := net.Listen("tcp", n.gateway()+":0")
+	a, err := n.FreePort()
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return a
 }
 
 // host adds a namespace with the next address.
 func (n *testNet) host(name string) *netHost {
-	t := n.t
-	t.Helper()
-	n.mu.Lock()
-	idx := n.next
-	n.next++
-	n.mu.Unlock()
-	h := &netHost{name: name, ns: n.bridge + "-" + name, addr: fmt.Sprintf("%s%d", n.prefix, idx)}
-	outer, inner := fmt.Sprintf("%sh%d", n.bridge, idx), fmt.Sprintf("%sn%d", n.bridge, idx)
-	ip(t, "netns", "add", h.ns)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", h.ns).Run() })
-	ip(t, "link", "add", outer, "type", "veth", "peer", "name", inner)
-	t.Cleanup(func() { exec.Command("ip", "link", "del", outer).Run() })
-	ip(t, "link", "set", inner, "netns", h.ns)
-	ip(t, "link", "set", outer, "master", n.bridge)
-	ip(t, "link", "set", outer, "up")
-	ip(t, "-n", h.ns, "link", "set", "lo", "up")
-	ip(t, "-n", h.ns, "addr", "add", h.addr+"/24", "dev", inner)
-	ip(t, "-n", h.ns, "link", "set", inner, "up")
-	return h
+	n.t.Helper()
+	h, err := n.AddHost(context.Background(), name)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return &netHost{name: h.Name, ns: h.Netns, addr: h.Addr.String(), Host: h}
 }
 
 // run runs a command inside the host and returns its combined output.
 func (h *netHost) run(t *testing.T, name string, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command("ip", append([]string{"netns", "exec", h.ns, name}, args...)...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.String(), err
+	return h.Run(context.Background(), name, args...)
 }
 
-// startAgent runs gridcity-agent inside the host (ip netns exec execs it: the pid is the
-// agent's), enrolled with join when given.
-func (h *netHost) startAgent(t *testing.T, state, config, join string) *proc {
+// startAgent runs gridcity-agent (built with -race) inside the host, enrolled with join when
+// given.
+func (h *netHost) startAgent(t *testing.T, state, config, join string) *testfleet.Proc {
 	t.Helper()
-	args := []string{"run", "--state", state, "--name", h.name, "--log-level", "debug"}
-	if config != "" {
-		args = append(args, "--config", config)
+	p, err := h.StartAgent(context.Background(), testfleet.AgentOptions{
+		Bin: filepath.Join(bin, "gridcity-agent"), State: state, ConfigFile: config, Join: join,
+		Args: []string{"--log-level", "debug"}, Env: []string{"GORACE=halt_on_error=1"},
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if join != "" {
-		args = append(args, "--join", join)
-	}
-	return startCmd(t, "agent "+h.name, exec.Command("ip", append([]string{"netns", "exec", h.ns, filepath.Join(bin, "gridcity-agent")}, args...)...))
+	watchProc(t, p)
+	return p
+}
+
+// watchProc reports a testfleet process's output when the test fails, and fails the test when
+// the process reported a data race. Cleanups run last-in first-out: this one runs before the
+// net (and the log with it) is removed.
+func watchProc(t *testing.T, p *testfleet.Proc) {
+	t.Helper()
+	t.Cleanup(func() {
+		out := p.Tail(400)
+		if t.Failed() {
+			t.Logf("---- output of %s (the end of %s) ----\n%s", p, p.Log(), out)
+		}
+		if strings.Contains(out, "WARNING: DATA RACE") {
+			t.Errorf("%s reported a data race:\n%s", p, out)
+		}
+	})
 }
 
 // startCmd starts cmd like start starts a binary: output kept for failure reports, stopped at
