@@ -3,10 +3,12 @@
 # prometheus-node-exporter's, measured in the same run on this machine; then
 # the latency from a person's approval to a command's result reaching the
 # MCP client next to `ssh localhost` running the same command (Debian's
-# openssh-server on a loopback port of its own); and the agent's Go
-# benchmarks. Writes bench/report.json and bench/report.md and prints the
-# table. A benchmark, not a test: it exits non-zero only when something
-# failed to run, never because a figure missed its aim.
+# openssh-server on a loopback port of its own); the coordinator's memory
+# and CPU per connected agent and its tools' latency with 1,000 and 10,000
+# simulated agents; and the Go benchmarks. Writes bench/report.json and
+# bench/report.md and prints the table. A benchmark, not a test: it exits
+# non-zero only when something failed to run, never because a figure
+# missed its aim.
 #
 # Environment:
 #   BENCH_SECONDS  length of the measured window (default 90; rounded up to
@@ -16,6 +18,15 @@
 #   BENCH_LATENCY_N       measured samples of each command on each side
 #                         (default 30)
 #   BENCH_LATENCY_WARMUP  samples before those, not counted (default 3)
+#   BENCH_AGENTS   fleet sizes for the coordinator's memory and CPU per
+#                  connected agent and its tools' latency, with simulated
+#                  agents (default "1000 10000"; 0 skips them)
+#   BENCH_AGENTS_SECONDS  that window (default 30)
+#   BENCH_AGENTS_SETTLE   seconds between the last agent connecting and the
+#                         window (default 15)
+#   BENCH_AGENTS_RATE     simulated agents connecting per second (default 50)
+#   BENCH_AGENTS_CALLS    calls of list_servers and of incident_report at
+#                         each size (default 20)
 #   BENCH_OUT      where the report goes (default bench)
 #   BENCH_KEEP=1   keep the temporary directory with the logs
 set -euo pipefail
@@ -84,6 +95,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 [ -x bin/gridcity ] && [ -x bin/gridcity-agent ] || { say "building"; make -s build; }
+
+AGENT_SIZES=${BENCH_AGENTS:-1000 10000}
+AGENTS_SECONDS=${BENCH_AGENTS_SECONDS:-30}
+AGENTS_SETTLE=${BENCH_AGENTS_SETTLE:-15}
+AGENTS_RATE=${BENCH_AGENTS_RATE:-50}
+AGENTS_CALLS=${BENCH_AGENTS_CALLS:-20}
 
 # The driver, and the agent's Go benchmarks compiled before anything is
 # measured, so that compiling never competes with the window.
@@ -211,6 +228,53 @@ cleanup_procs() {
 }
 cleanup_procs
 
+# The coordinator with simulated fleets (gridcity-bench agents): for each
+# size a fresh coordinator with its own data directory and ports, measured
+# with no agents, then with that many agents enrolled with one reusable join
+# line and streaming from one driver process (an mTLS connection each, not a
+# process each); then list_servers and incident_report are timed.
+agents=()
+if [ "$AGENT_SIZES" != 0 ]; then
+  # Each agent is an open connection in the coordinator and one in the
+  # driver. Go raises its own soft limit to the hard one; the hard one has
+  # to be enough, and the soft one is raised here for anything else.
+  hard=$(ulimit -Hn)
+  if [ "$hard" != unlimited ] && [ "$(ulimit -Sn)" != "$hard" ]; then ulimit -Sn "$hard" || true; fi
+  for n in $AGENT_SIZES; do
+    if [ "$hard" != unlimited ] && [ "$hard" -lt $((n + 1024)) ]; then
+      say "$n simulated agents need about $((n + 1024)) open files each in the coordinator and the driver; the hard limit is $hard: skipped"
+      agents+=(-agents-error "$n agents: the hard limit on open files is $hard (ulimit -Hn), and each agent takes one in the coordinator and one in the driver; raise it (limits.conf, LimitNOFILE=) to measure this size")
+      continue
+    fi
+    mapfile -t fports < <("$tmp/gridcity-bench" ports 2)
+    fleet="$tmp/fleet-$n"
+    say "coordinator for $n simulated agents on 127.0.0.1:${fports[0]} / 127.0.0.1:${fports[1]}, data in $fleet"
+    bin/gridcity serve --data "$fleet" --http "127.0.0.1:${fports[0]}" --grpc "127.0.0.1:${fports[1]}" \
+      --advertise "127.0.0.1:${fports[1]}" >"$tmp/fleet-$n-coordinator.log" 2>&1 &
+    fleet_pid=$!
+    pids+=("$fleet_pid")
+    wait_port "127.0.0.1:${fports[0]}" "$fleet_pid" "coordinator for $n agents"
+    wait_port "127.0.0.1:${fports[1]}" "$fleet_pid" "coordinator for $n agents"
+    rc=0
+    "$tmp/gridcity-bench" agents -n "$n" -pid "$fleet_pid" -data "$fleet" -gridcity bin/gridcity \
+      -seconds "$AGENTS_SECONDS" -settle "$AGENTS_SETTLE" -rate "$AGENTS_RATE" -calls "$AGENTS_CALLS" \
+      -clk-tck "$(getconf CLK_TCK)" -out "$tmp/agents-$n.json" 2>&1 | tee "$tmp/fleet-$n-driver.log" >&2 || rc=$?
+    why=$(grep -v '^gridcity-bench: agents: ' "$tmp/fleet-$n-driver.log" | tail -3 | tr '\n' ' ' | head -c 800)
+    case $rc in
+    0) agents+=(-agents "$tmp/agents-$n.json") ;;
+    3) # Exit 3: the coordinator did not hold the fleet here; a finding, not
+      # a failure to run (gridcity-bench agents says why).
+      say "the coordinator did not hold $n simulated agents on this machine; the report says so"
+      agents+=(-agents-error "$n agents: $why") ;;
+    *)
+      say "the coordinator with $n simulated agents could not be measured; the report says so"
+      agents+=(-agents-error "$n agents: $why")
+      failed=1 ;;
+    esac
+    cleanup_procs
+  done
+fi
+
 commit=$(git rev-parse --short HEAD 2>/dev/null || true)
 [ -n "$commit" ] && [ -n "$(git status --porcelain -- agent proto coordinator 2>/dev/null)" ] && commit="$commit with uncommitted changes in agent/, proto/ or coordinator/"
 # The graph behind incident_report and get_topology, on a synthetic fleet of
@@ -226,5 +290,5 @@ if go test -c -o "$tmp/graph.test" ./coordinator/internal/graph >"$tmp/graph-bui
 else
   cat "$tmp/graph-build.log" >&2
 fi
-"$tmp/gridcity-bench" report -live "$tmp/live.json" "${latency[@]}" "${gotest[@]}" "${graphbench[@]}" -commit "$commit" -out "$OUT"
+"$tmp/gridcity-bench" report -live "$tmp/live.json" "${latency[@]}" "${agents[@]}" "${gotest[@]}" "${graphbench[@]}" -commit "$commit" -out "$OUT"
 exit "$failed"

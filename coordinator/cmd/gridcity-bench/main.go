@@ -8,7 +8,8 @@
 //	gridcity-bench ports N
 //	gridcity-bench measure -agent-pid P -agent-log F -exporter-pid P -exporter-url U -out live.json
 //	gridcity-bench latency -http ADDR -data DIR -server NAME -ssh-port P -ssh-key K -ssh-config F -ssh-control S -out latency.json
-//	gridcity-bench report  -live live.json [-latency latency.json] [-gotest collect.test -gotest-dir DIR] -out bench
+//	gridcity-bench agents  -n N -pid P -data DIR -gridcity bin/gridcity -out agents-N.json
+//	gridcity-bench report  -live live.json [-latency latency.json] [-agents agents-N.json …] [-gotest collect.test -gotest-dir DIR] -out bench
 package main
 
 import (
@@ -23,13 +24,16 @@ import (
 func main() {
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "gridcity-bench:", err)
+		if errors.Is(err, errNotHeld) {
+			os.Exit(exitNotHeld)
+		}
 		os.Exit(1)
 	}
 }
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: gridcity-bench ports|measure|latency|report [flags]")
+		return errors.New("usage: gridcity-bench ports|measure|latency|agents|report [flags]")
 	}
 	switch args[0] {
 	case "ports":
@@ -38,10 +42,12 @@ func run(args []string) error {
 		return cmdMeasure(args[1:])
 	case "latency":
 		return cmdLatency(args[1:])
+	case "agents":
+		return cmdAgents(args[1:])
 	case "report":
 		return cmdReport(args[1:])
 	}
-	return fmt.Errorf("unknown command %q: use ports, measure, latency or report", args[0])
+	return fmt.Errorf("unknown command %q: use ports, measure, latency, agents or report", args[0])
 }
 
 // cmdPorts prints N free loopback TCP ports, one a line. They are held open

@@ -42,6 +42,9 @@ func cmdReport(args []string) error {
 	benchRe := fs.String("bench", "^BenchmarkCollect", "which Go benchmarks to run")
 	benchtime := fs.String("benchtime", "500ms", "-test.benchtime")
 	count := fs.Int("count", 5, "-test.count: runs of each Go benchmark; the median is reported")
+	var agentsFiles, agentsErrs multi
+	fs.Var(&agentsFiles, "agents", "the figures `agents` wrote for one fleet size (repeatable: 1,000 and 10,000 agents)")
+	fs.Var(&agentsErrs, "agents-error", "why a fleet size was not measured (repeatable; noted in the report)")
 	var more multi
 	fs.Var(&more, "gobench", "more Go benchmarks, BIN|DIR|REGEXP|WHAT (repeatable; WHAT says what one op is): e.g. the graph's incident report on 10,000 targets")
 	commit := fs.String("commit", "", "the commit measured")
@@ -79,6 +82,23 @@ func cmdReport(args []string) error {
 		rows = append(rows, latencyRows(*lat)...)
 	}
 
+	var fleets []agentsRun
+	for _, path := range agentsFiles {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		var r agentsRun
+		if err := json.Unmarshal(b, &r); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		fleets = append(fleets, r)
+		rows = append(rows, agentsRows(r)...)
+	}
+	for _, e := range agentsErrs {
+		skipped = append(skipped, "Coordinator with simulated agents not measured: "+e)
+	}
+
 	var benchErr error
 	if *gotestErr != "" {
 		skipped = append(skipped, "Go benchmarks not run: "+*gotestErr)
@@ -97,9 +117,9 @@ func cmdReport(args []string) error {
 	}
 
 	for _, m := range more {
-		parts := strings.SplitN(m, "|", 4)
-		if len(parts) != 4 {
-			return fmt.Errorf("-gobench %q: want BIN|DIR|REGEXP|WHAT", m)
+		parts, err := splitGoBench(m)
+		if err != nil {
+			return err
 		}
 		fmt.Fprintf(os.Stderr, "gridcity-bench: running the Go benchmarks %s in %s (%d × %s)\n", parts[2], parts[1], *count, *benchtime)
 		br, err := goBench(parts[0], parts[1], parts[2], parts[3], *benchtime, *count)
@@ -120,7 +140,7 @@ func cmdReport(args []string) error {
 	if err := os.WriteFile(filepath.Join(*outDir, "report.json"), append(js, '\n'), 0o644); err != nil {
 		return err
 	}
-	md := markdown(l, lat, rows, skipped, *commit)
+	md := markdown(l, lat, fleets, rows, skipped, *commit)
 	if err := os.WriteFile(filepath.Join(*outDir, "report.md"), []byte(md), 0o644); err != nil {
 		return err
 	}
@@ -215,6 +235,21 @@ func liveRows(l live) []Row {
 		compare("agent CPU share", "% of one CPU", float64(a.CPUNs)/1e7/float64(l.Seconds), float64(e.CPUNs)/1e7/float64(l.Seconds), peer, 0,
 			fmt.Sprintf("CPU time over wall time in the window, each at its %d s interval; threads: agent %d, exporter %d.", l.Intervals.Fast, a.Threads, e.Threads)),
 	}
+}
+
+// splitGoBench splits a -gobench value, BIN|DIR|REGEXP|WHAT. The regexp
+// may hold '|' itself (^Benchmark(A|B)$), so it is what lies between the
+// second '|' and the last one; WHAT has none.
+func splitGoBench(v string) ([4]string, error) {
+	var p [4]string
+	head := strings.SplitN(v, "|", 3)
+	i := strings.LastIndexByte(v, '|')
+	if len(head) != 3 || i < len(head[0])+len(head[1])+2 {
+		return p, fmt.Errorf("-gobench %q: want BIN|DIR|REGEXP|WHAT", v)
+	}
+	p[0], p[1] = head[0], head[1]
+	p[2], p[3] = v[len(head[0])+len(head[1])+2:i], v[i+1:]
+	return p, nil
 }
 
 // benchLine is one result line of `go test -bench`.
@@ -318,7 +353,7 @@ func fmtNum(v float64) string {
 	return strconv.FormatFloat(v, 'g', 3, 64)
 }
 
-func markdown(l live, lat *latencyRun, rows []Row, skipped []string, commit string) string {
+func markdown(l live, lat *latencyRun, fleets []agentsRun, rows []Row, skipped []string, commit string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# gridcity benchmarks\n\n")
 	fmt.Fprintf(&b, "Measured %s on %s%s. `make bench` writes this file and report.json; it is a benchmark, not a test: a missed aim is reported, not failed.\n\n",
@@ -337,6 +372,9 @@ func markdown(l live, lat *latencyRun, rows []Row, skipped []string, commit stri
 	fmt.Fprintf(&b, "\n## Method\n\n%s\n\n", method(l))
 	if lat != nil {
 		fmt.Fprintf(&b, "%s\n\n", latencyMethod(*lat))
+	}
+	if len(fleets) > 0 {
+		fmt.Fprintf(&b, "%s\n\n", agentsMethod(fleets))
 	}
 	fmt.Fprintf(&b, "## Notes\n\n")
 	for _, r := range rows {

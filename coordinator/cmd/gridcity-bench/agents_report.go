@@ -1,0 +1,102 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// noPeer is said of every row of the simulated fleet: no peer in this run
+// holds agent streams or answers these tools.
+const noPeer = "No peer: none of the programs measured here keeps a stream per server or answers these questions, so this is gridcity's figure alone."
+
+// agentsRows are one fleet size's figures: the coordinator's memory and CPU
+// per connected agent over the same process with none, the latency of
+// list_servers and incident_report, and how fast the agents enrolled.
+func agentsRows(r agentsRun) []Row {
+	n := float64(max(r.Agents, 1))
+	size := fmtCount(r.Agents) + " agents"
+	c, b := r.Coordinator, r.Baseline
+	mib := func(kib uint64) float64 { return float64(kib) / 1024 }
+	perAgent := (float64(c.RSS) - float64(b.RSS)) / n
+	anonPerAgent := (float64(c.Anon) - float64(b.Anon)) / n
+	secs := float64(max(r.Seconds, 1))
+	cpuMsPerS := float64(c.CPUNs) / 1e6 / secs
+	baseMsPerS := float64(b.CPUNs) / 1e6 / float64(max(r.BaselineSeconds, 1))
+	msgs := float64(r.Heartbeats + r.Changes)
+	var perMsg float64
+	if msgs > 0 {
+		perMsg = (cpuMsPerS - baseMsPerS) * secs * 1000 / msgs
+	}
+	statMs := float64(c.StatTicks) * 1000 / float64(max(r.ClkTck, 1))
+
+	lat := func(tool string, t toolLatency, p float64) Row {
+		label := pctLabel(p)
+		v := pct(t.Ms, p)
+		notes := fmt.Sprintf("%s of %d calls at the MCP client (go-sdk, one session, Streamable HTTP), from the request to the decoded result, "+
+			"made after the window, alternating with the other tool; range %.1f–%.1f ms; each response %s. The machine after the calls: %s. %s",
+			label, len(t.Ms), minF(t.Ms), maxF(t.Ms), fmtBytes(t.Bytes), orUnknown(r.CallsMachineNote), noPeer)
+		return Row{Name: fmt.Sprintf("%s, %s, %s", tool, size, label), Unit: "ms", Value: round3(v), Notes: notes}
+	}
+	rows := []Row{
+		{Name: "coordinator RSS per agent, " + size, Unit: "KiB", Value: round3(perAgent), Notes: fmt.Sprintf(
+			"(median VmRSS over the %d s window with %s connected, %.1f MiB, − median VmRSS of the same process before any agent enrolled, %.1f MiB over %d s) ÷ %d; "+
+				"largest sample %.1f MiB. Of it, anonymous memory (RssAnon: heap, stacks) %.1f KiB per agent. The coordinator then held %d open files and %d threads. "+
+				"The driver holding all %d simulated agents used %.1f MiB itself. %s",
+			r.Seconds, size, mib(c.RSS), mib(b.RSS), r.BaselineSeconds, r.Agents, mib(c.RSSMax), anonPerAgent, r.CoordinatorFDs, c.Threads, r.Agents, mib(r.Driver.RSS), noPeer)},
+		{Name: "coordinator CPU per 1,000 agents, " + size, Unit: "ms/s", Value: round3((cpuMsPerS - baseMsPerS) / n * 1000), Notes: fmt.Sprintf(
+			"CPU time (all threads' schedstat) per second of the %d s window, less the %.2f ms/s of the same process with no agents, per 1,000 agents. "+
+				"In all %.1f%% of one CPU for %s, which sent %d heartbeats and %d CPU/memory changes in the window (%.0f messages/s, %.0f µs of coordinator CPU each). "+
+				"Cross-check with utime+stime: %.0f ms. The driver used %.1f%% of one CPU on the same machine; the machine's CPUs were %.0f%% busy. %s",
+			r.Seconds, baseMsPerS, cpuMsPerS/10, size, r.Heartbeats, r.Changes, msgs/secs, perMsg, statMs,
+			float64(r.Driver.CPUNs)/1e7/secs, r.MachineBusy, noPeer)},
+		lat("list_servers", r.ListServers, 50),
+		lat("list_servers", r.ListServers, 95),
+		lat("incident_report", r.IncidentReport, 50),
+		lat("incident_report", r.IncidentReport, 95),
+		{Name: "enrollment, " + size, Unit: "agents/s", Value: round3(n / max(r.EnrollSeconds, 1e-3)), Notes: fmt.Sprintf(
+			"%d agents enrolled in %.1f s with one reusable join line, %d at a time, each as gridcity-agent does it (the CA fetched by a handshake that fails on purpose and checked against the pin, "+
+				"a new P-256 key and CSR, Enroll over TLS pinned to that CA); %d refusals of a busy coordinator were retried. %s",
+			r.Agents, r.EnrollSeconds, r.EnrollParallel, r.EnrollRetries, noPeer)},
+	}
+	return rows
+}
+
+// agentsMethod says how the simulated fleets were run.
+func agentsMethod(runs []agentsRun) string {
+	var sizes []string
+	for _, r := range runs {
+		sizes = append(sizes, fmtCount(r.Agents))
+	}
+	r := runs[0]
+	return fmt.Sprintf("Simulated fleets of %s agents: for each size a fresh `gridcity serve` on loopback with its own data directory, measured first with no agents for %d s, "+
+		"then %s agents enrolled with one `gridcity join --reusable` line and connected from one driver process, one mTLS connection and one Connect stream each, "+
+		"%d started a second so that their timers spread out as a fleet's would. Each agent sends its hello and a full state "+
+		"(host with a private address, CPU, memory, 3–4 disks, about ten listeners, ten connections, updates, SSH logins and defences, about 2 KiB), "+
+		"then a heartbeat every %.0f s and a CPU and memory change every %.0f s ±10 %%, and answers nothing. The servers come in districts of %d: "+
+		"a PostgreSQL, a Redis and a RabbitMQ server and application servers that connect to them and to one another, so the coordinator discovers about four links per server. "+
+		"Once every stream is up (the coordinator's /healthz counts them) and %d s have passed, the coordinator's memory is sampled every second and its CPU summed over a %d s window; "+
+		"then list_servers and incident_report are called %d times each, and every list_servers answer is checked to list every agent online with its state. "+
+		"The driver runs on the same machine and its CPU competes with the coordinator's.",
+		strings.Join(sizes, " and "), r.BaselineSeconds, strings.Join(sizes, " or "), r.RampRate, r.HeartbeatSeconds, r.ChangeSeconds, simGroup,
+		r.SettleSeconds, r.Seconds, len(r.ListServers.Ms))
+}
+
+// fmtCount writes 10000 as 10,000.
+func fmtCount(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func fmtBytes(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}

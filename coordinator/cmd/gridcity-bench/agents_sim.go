@@ -1,0 +1,309 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	crand "crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+)
+
+// The simulated agents enroll and stream the way gridcity-agent does
+// (agent/internal/link, which this module cannot import): the same pinned
+// CA fetch, key, CSR and Enroll call, then one mTLS connection and one
+// Connect stream each. They answer nothing: no commands, no probes.
+
+// simVersion is what the simulated agents call themselves.
+const simVersion = "gridcity-bench-sim"
+
+// simIdentity is one enrolled simulated agent.
+type simIdentity struct {
+	name string
+	cert tls.Certificate
+}
+
+// fetchPinnedCA is link.FetchPinnedCA: a handshake bound to fail
+// verification (an empty root pool) yields the certificates the
+// coordinator presents; the CA among them whose sha256 is the pin is the
+// one to trust.
+func fetchPinnedCA(ctx context.Context, addr, pin string) (*x509.Certificate, error) {
+	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 10 * time.Second}, Config: &tls.Config{
+		RootCAs:    x509.NewCertPool(),
+		ServerName: gridcityv1.CoordinatorServerName,
+		MinVersion: tls.VersionTLS13,
+	}}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err == nil {
+		conn.Close()
+		return nil, fmt.Errorf("coordinator %s: handshake succeeded without a trusted CA", addr)
+	}
+	var verr *tls.CertificateVerificationError
+	if !errors.As(err, &verr) {
+		return nil, fmt.Errorf("reach the coordinator at %s: %w", addr, err)
+	}
+	for _, c := range verr.UnverifiedCertificates {
+		if c.IsCA && gridcityv1.PinOf(c.Raw) == pin {
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("the coordinator at %s presented no CA matching the pin %s", addr, pin)
+}
+
+// enrollSim is link.Enroll without the state directory: the identity stays
+// in memory.
+func enrollSim(ctx context.Context, jl gridcityv1.JoinLine, name string) (simIdentity, *x509.Certificate, error) {
+	ca, err := fetchPinnedCA(ctx, jl.Coordinator, jl.CAPin)
+	if err != nil {
+		return simIdentity{}, nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
+	if err != nil {
+		return simIdentity{}, nil, err
+	}
+	csr, err := x509.CreateCertificateRequest(crand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: name}}, key)
+	if err != nil {
+		return simIdentity{}, nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	conn, err := grpc.NewClient(jl.Coordinator, grpc.WithTransportCredentials(credentials.NewTLS(
+		&tls.Config{RootCAs: pool, ServerName: gridcityv1.CoordinatorServerName, MinVersion: tls.VersionTLS13})))
+	if err != nil {
+		return simIdentity{}, nil, fmt.Errorf("connect to %s: %w", jl.Coordinator, err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	resp, err := gridcityv1.NewAgentServiceClient(conn).Enroll(ctx, &gridcityv1.EnrollRequest{JoinToken: jl.Token, Name: name, CsrDer: csr, AgentVersion: simVersion})
+	if err != nil {
+		return simIdentity{}, nil, fmt.Errorf("enroll %s: %w", name, err)
+	}
+	cert, err := x509.ParseCertificate(resp.GetCertificateDer())
+	if err != nil {
+		return simIdentity{}, nil, fmt.Errorf("enroll %s: unreadable certificate: %w", name, err)
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		return simIdentity{}, nil, fmt.Errorf("enroll %s: the CA does not vouch for the certificate: %w", name, err)
+	}
+	return simIdentity{name: name, cert: tls.Certificate{Certificate: [][]byte{cert.Raw}, PrivateKey: key, Leaf: cert}}, ca, nil
+}
+
+// transient is an enrollment failure worth another try: the coordinator
+// was busy, not refusing.
+func transient(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.Internal, codes.DeadlineExceeded, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}
+
+// simFleet runs the simulated agents' streams from one process.
+type simFleet struct {
+	addr  string
+	roots *x509.CertPool
+	// heartbeat and change are the intervals of heartbeats and of CPU and
+	// memory changes (the coordinator's default settings: 5 s both).
+	heartbeat, change time.Duration
+
+	heartbeats, changes atomic.Int64 // messages sent
+	reconnects          atomic.Int64 // streams that ended and were opened again
+	refused             atomic.Int64 // agents the coordinator refused for good
+	connected           atomic.Int64 // streams whose settings arrived
+
+	mu      sync.Mutex
+	lastErr error
+	causes  map[string]int // why streams ended, by status code and message
+}
+
+func (f *simFleet) fail(name string, err error) {
+	st, _ := status.FromError(err)
+	cause := st.Code().String() + ": " + st.Message()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lastErr = fmt.Errorf("%s: %w", name, err)
+	if f.causes == nil {
+		f.causes = map[string]int{}
+	}
+	f.causes[cause]++
+}
+
+// endCauses says why streams ended, the five commonest first.
+func (f *simFleet) endCauses() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	causes := slices.Collect(maps.Keys(f.causes))
+	slices.SortFunc(causes, func(a, b string) int {
+		return cmp.Or(cmp.Compare(f.causes[b], f.causes[a]), cmp.Compare(a, b))
+	})
+	var out []string
+	for _, c := range causes[:min(len(causes), 5)] {
+		out = append(out, fmt.Sprintf("%d× %s", f.causes[c], c))
+	}
+	return out
+}
+
+func (f *simFleet) lastError() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lastErr
+}
+
+// simAgent is one simulated agent: its identity, its place in the
+// simulated fleet and its state.
+type simAgent struct {
+	i     int
+	id    simIdentity
+	hello *gridcityv1.Hello
+	full  *gridcityv1.StateUpdate
+	rng   *rand.Rand
+}
+
+// run keeps the agent connected until ctx ends, reconnecting the way
+// gridcity-agent does (equal-jitter backoff from 1 s). ready is called
+// whenever a stream's settings arrive.
+func (f *simFleet) run(ctx context.Context, a *simAgent, ready func()) {
+	attempt := 0
+	for {
+		start := time.Now()
+		err := f.session(ctx, a, ready)
+		if ctx.Err() != nil {
+			return
+		}
+		f.fail(a.id.name, err)
+		if c := status.Code(err); c == codes.PermissionDenied || c == codes.Unauthenticated {
+			f.refused.Add(1)
+			return
+		}
+		f.reconnects.Add(1)
+		if time.Since(start) > time.Minute {
+			attempt = 0
+		}
+		d := min(time.Second<<min(attempt, 5), 30*time.Second)
+		attempt++
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d/2 + rand.N(d/2+1)):
+		}
+	}
+}
+
+// session runs one stream: hello, the full state, then heartbeats and
+// changes from timers (no goroutine of its own while idle), and receives
+// until the stream breaks.
+func (f *simFleet) session(ctx context.Context, a *simAgent, ready func()) error {
+	conn, err := grpc.NewClient(f.addr,
+		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
+			Certificates: []tls.Certificate{a.id.cert}, RootCAs: f.roots,
+			ServerName: gridcityv1.CoordinatorServerName, MinVersion: tls.VersionTLS13,
+		})),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
+		// Ten thousand connections in one process: a shared write buffer
+		// and a small read buffer keep the driver's own memory down. The
+		// coordinator's side is left as it is.
+		grpc.WithSharedWriteBuffer(true),
+		grpc.WithReadBufferSize(8<<10),
+	)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := gridcityv1.NewAgentServiceClient(conn).Connect(ctx)
+	if err != nil {
+		return err
+	}
+	// Only one goroutine may send on a stream at a time: the timers'
+	// callbacks take turns under mu (which also guards the timers and the
+	// agent's state), and do nothing once done is set.
+	var (
+		mu           sync.Mutex
+		done         bool
+		beat, change *time.Timer
+	)
+	send := func(m *gridcityv1.AgentMessage) bool {
+		if done {
+			return false
+		}
+		if err := stream.Send(m); err != nil {
+			cancel()
+			return false
+		}
+		return true
+	}
+	mu.Lock()
+	ok := send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_Hello{Hello: a.hello}}) &&
+		send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_State{State: a.fullState()}})
+	if !ok {
+		mu.Unlock()
+		_, err := stream.Recv() // why the coordinator closed the stream
+		return err
+	}
+	// A fleet's agents connected at different times: the first heartbeat
+	// and the first change come at a random point of their interval, and
+	// changes wander ±10 % around theirs.
+	beat = time.AfterFunc(rand.N(f.heartbeat), func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_Heartbeat{Heartbeat: &gridcityv1.Heartbeat{SentUnixMs: time.Now().UnixMilli()}}}) {
+			f.heartbeats.Add(1)
+			beat.Reset(f.heartbeat)
+		}
+	})
+	change = time.AfterFunc(rand.N(f.change), func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done && send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_State{State: a.nextChange()}}) {
+			f.changes.Add(1)
+			change.Reset(f.change*9/10 + rand.N(f.change/5+1))
+		}
+	})
+	mu.Unlock()
+	defer func() {
+		cancel() // a send blocked on flow control returns
+		mu.Lock()
+		done = true
+		beat.Stop()
+		change.Stop()
+		mu.Unlock()
+	}()
+
+	up := false
+	defer func() {
+		if up {
+			f.connected.Add(-1)
+		}
+	}()
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		if !up && m.GetSettings() != nil {
+			up = true
+			f.connected.Add(1)
+			ready()
+		}
+	}
+}
