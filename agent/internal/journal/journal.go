@@ -32,6 +32,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/gridcity/gridcity/agent/internal/runner"
+
+	"github.com/gridcity/gridcity/agent/internal/atomicfile"
 )
 
 // State is where a command is in its life.
@@ -583,39 +585,7 @@ func (j *Journal) save() error {
 	if err != nil {
 		return fmt.Errorf("encode: %w", err)
 	}
-	path := filepath.Join(j.dir, fileName)
-	tmp, err := os.CreateTemp(j.dir, fileName+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename, a no-op
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", tmp.Name(), err)
-	}
-	if _, err := tmp.Write(raw); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("replace %s: %w", path, err)
-	}
-	d, err := os.Open(j.dir)
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", j.dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", j.dir, err)
-	}
-	return nil
+	return atomicfile.Write(j.dir, fileName, raw)
 }
 
 // readBootID tells one boot from the next, so that pids recorded before a
