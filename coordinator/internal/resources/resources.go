@@ -481,6 +481,9 @@ func (p *Prober) ProbesFor(server string) []*gridcityv1.ProbeSpec {
 }
 
 func (p *Prober) assignLoop(ctx context.Context) {
+	if len(p.cfg.Resources) == 0 {
+		return // nothing to assign: don't walk the fleet for it
+	}
 	t := time.NewTicker(AssignEvery)
 	defer t.Stop()
 	for {
@@ -490,9 +493,20 @@ func (p *Prober) assignLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-p.kick:
+			// Kicks come with every connecting agent; after a restart
+			// thousands arrive at once. One pass a second serves them all.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(assignCoalesce):
+			}
 		}
 	}
 }
+
+// assignCoalesce gathers the kicks of agents connecting close together
+// into one assignment pass.
+const assignCoalesce = time.Second
 
 // Assign works out which agents probe which resource and sends each agent
 // whose share changed its new list.
