@@ -171,6 +171,42 @@ func TestRefusals(t *testing.T) {
 	})
 }
 
+// An agent whose coordinator is down when it first starts (a server booting
+// first, a coordinator being upgraded) keeps trying to enroll, as it keeps
+// trying to reconnect once enrolled, and comes online when the coordinator
+// is back; `enroll` run by hand gives up after a few tries with exit 1, not
+// the EX_CONFIG of a refusal.
+func TestEnrollWaitsForTheCoordinator(t *testing.T) {
+	t.Parallel()
+	c := startCoordinator(t)
+	tok := c.token()
+	line := c.joinLine()
+	c.p.stop()
+
+	state := t.TempDir()
+	a := startAgent(t, c, "early-1", state, line)
+	eventually(t, 20*time.Second, "the agent retrying", func() error {
+		if !strings.Contains(a.out.String(), "enrollment failed; retrying") {
+			return errors.New("no retry logged yet")
+		}
+		return nil
+	})
+	if a.exited(2 * time.Second) {
+		t.Fatalf("the agent gave up while the coordinator was down:\n%s", a.out.String())
+	}
+	assertEmpty(t, state)
+
+	start := time.Now()
+	_, err := run(t, "gridcity-agent", "enroll", "--join", c.joinLine(), "--state", t.TempDir(), "--name", "by-hand")
+	if err == nil || !strings.Contains(err.Error(), "cannot reach the coordinator") || !strings.Contains(err.Error(), "exit status 1") {
+		t.Fatalf("enroll by hand against a stopped coordinator: %v; want it to give up with exit 1", err)
+	}
+	t.Logf("enroll by hand gave up after %s", time.Since(start).Round(100*time.Millisecond))
+
+	c.start()
+	c.waitStatus(tok, "early-1", "online", 90*time.Second)
+}
+
 // Tokens: a read token works for list_servers; a revoked one stops working
 // while the others go on.
 func TestTokens(t *testing.T) {

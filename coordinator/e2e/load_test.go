@@ -438,12 +438,12 @@ func startFleet(t *testing.T, agentBin, join string, n int) *fleet {
 		t.Fatal(err)
 	}
 	name := func(i int) string { return fmt.Sprintf("load-%03d", i) }
-	// Enrolled a few at a time, as a provisioning tool would. This test is about
-	// reconnecting; 200 enrollments at once can outwait the store's 5 s busy timeout
-	// (SQLITE_BUSY, seen with the race-built coordinator), and an agent refused that way
-	// exits with EX_CONFIG instead of retrying.
+	// Enrolled 50 at a time, as a provisioning tool running in parallel would (the
+	// store queues the writes; before it did, enrollments at once could outwait
+	// SQLite's busy timeout and fail). More at once only adds 200 race-built
+	// processes starting together on a small CI machine.
 	start := time.Now()
-	sem := make(chan struct{}, 4)
+	sem := make(chan struct{}, 50)
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := 1; i <= n; i++ {

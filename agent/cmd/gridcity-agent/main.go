@@ -30,6 +30,10 @@ var version = "dev"
 // exitConfig is EX_CONFIG from sysexits.h: the operator has to act.
 const exitConfig = 78
 
+// enrollAttempts is how often `gridcity-agent enroll` tries a coordinator
+// that is unreachable or busy before it gives up (about 15 s of backoff).
+const enrollAttempts = 5
+
 // configError marks errors of configuration or enrollment, which exit with
 // exitConfig; its message is the wrapped one's.
 type configError struct{ err error }
@@ -198,7 +202,22 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, enrollOnly boo
 		if id != nil && *name == "" {
 			enrollName = id.Name
 		}
-		id, err = link.Enroll(ctx, *state, *jl, enrollName, version)
+		// run keeps trying while the coordinator is unreachable or busy
+		// (a server booting before the coordinator, a fleet enrolling at
+		// once), as it does once enrolled; enroll, run by a person or an
+		// installer, gives up after a few tries. A refusal ends both.
+		attempts := 0
+		if enrollOnly {
+			attempts = enrollAttempts
+		}
+		id, err = link.EnrollRetrying(ctx, *state, *jl, enrollName, version, attempts, logger)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var retry *link.RetryableError
+		if errors.As(err, &retry) {
+			return err // exit 1: systemd may restart it
+		}
 		if err != nil {
 			return configErr("%w", err)
 		}

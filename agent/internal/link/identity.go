@@ -17,6 +17,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 )
@@ -130,7 +132,7 @@ func FetchPinnedCA(ctx context.Context, addr, pin string) (*x509.Certificate, er
 	}
 	var verr *tls.CertificateVerificationError
 	if !errors.As(err, &verr) {
-		return nil, fmt.Errorf("cannot reach the coordinator at %s: %w", addr, err)
+		return nil, &RetryableError{Err: fmt.Errorf("cannot reach the coordinator at %s: %w", addr, err)}
 	}
 	var seen []string
 	for _, c := range verr.UnverifiedCertificates {
@@ -141,6 +143,36 @@ func FetchPinnedCA(ctx context.Context, addr, pin string) (*x509.Certificate, er
 		seen = append(seen, p)
 	}
 	return nil, fmt.Errorf("the coordinator at %s presented no CA matching the join line's pin %s (it presented %v): the join line belongs to another coordinator, or something between you intercepts the connection", addr, pin, seen)
+}
+
+// RetryableError is an enrollment that failed for a reason that may pass:
+// the coordinator unreachable, starting, busy, or unable to record it.
+// Refusals (token unknown, used or expired, name taken, a CA that does not
+// match the pin) are not retryable: the operator has to act.
+type RetryableError struct{ Err error }
+
+func (e *RetryableError) Error() string { return e.Err.Error() }
+func (e *RetryableError) Unwrap() error { return e.Err }
+
+// EnrollRetrying is Enroll, tried again after a retryable failure with the
+// reconnect backoff (1 s doubling to a minute, jittered, so that a fleet
+// enrolling together spreads out), at most attempts times (0: until ctx
+// ends). Each failure is logged with the wait before the next try.
+func EnrollRetrying(ctx context.Context, dir string, jl gridcityv1.JoinLine, name, version string, attempts int, logger *slog.Logger) (*Identity, error) {
+	for n := 0; ; n++ {
+		id, err := Enroll(ctx, dir, jl, name, version)
+		var retry *RetryableError
+		if err == nil || !errors.As(err, &retry) || (attempts > 0 && n+1 >= attempts) {
+			return id, err
+		}
+		d := Backoff(n, time.Second, time.Minute)
+		logger.Warn("enrollment failed; retrying", "coordinator", jl.Coordinator, "err", err, "in", d.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(d):
+		}
+	}
 }
 
 // Enroll trades the join line's token for a certificate and saves the
@@ -170,10 +202,17 @@ func Enroll(ctx context.Context, dir string, jl gridcityv1.JoinLine, name, versi
 	defer cancel()
 	resp, err := gridcityv1.NewAgentServiceClient(conn).Enroll(ctx, &gridcityv1.EnrollRequest{JoinToken: jl.Token, Name: name, CsrDer: csr, AgentVersion: version})
 	if err != nil {
-		if s, ok := status.FromError(err); ok {
-			return nil, fmt.Errorf("enrollment refused by %s: %s", jl.Coordinator, s.Message())
+		s, ok := status.FromError(err)
+		if !ok {
+			return nil, &RetryableError{Err: fmt.Errorf("enroll with %s: %w", jl.Coordinator, err)}
 		}
-		return nil, fmt.Errorf("enroll with %s: %w", jl.Coordinator, err)
+		switch s.Code() {
+		case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted, codes.Internal, codes.Unknown, codes.Canceled:
+			// The coordinator is starting, stopping, busy or could not
+			// record it: the same request can succeed later.
+			return nil, &RetryableError{Err: fmt.Errorf("enrollment with %s did not go through: %s", jl.Coordinator, s.Message())}
+		}
+		return nil, fmt.Errorf("enrollment refused by %s: %s", jl.Coordinator, s.Message())
 	}
 	cert, err := x509.ParseCertificate(resp.GetCertificateDer())
 	if err != nil {

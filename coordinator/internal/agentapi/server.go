@@ -195,8 +195,10 @@ func (s *Server) Enroll(ctx context.Context, req *gridcityv1.EnrollRequest) (*gr
 	case errors.Is(err, store.ErrNameTaken):
 		return nil, status.Errorf(codes.AlreadyExists, "server name %q is already enrolled by another agent: choose another --name, or revoke the old one with `gridcity agents revoke %s`", req.GetName(), req.GetName())
 	case err != nil:
+		// The store failed (disk full, locked by another process …): the
+		// same request can succeed later, so the agent is told to retry.
 		s.logger.Error("enrollment failed", "server", req.GetName(), "err", err)
-		return nil, status.Error(codes.Internal, "enrollment could not be recorded; see the coordinator's log")
+		return nil, status.Error(codes.Unavailable, "enrollment could not be recorded right now (see the coordinator's log); retry shortly")
 	}
 	s.logger.Info("agent enrolled", "server", req.GetName(), "serial", serial, "version", req.GetAgentVersion())
 	return &gridcityv1.EnrollResponse{CertificateDer: der, CaDer: s.ca.Cert().Raw, ServerName: pki.ServerName}, nil

@@ -10,7 +10,7 @@ import (
 )
 
 func (s *SQLite) CreateApprover(ctx context.Context, a Approver) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO approvers(name, password_hash, created_at) VALUES (?,?,?)`, a.Name, a.PasswordHash, ms(a.CreatedAt))
+	_, err := s.w.ExecContext(ctx, `INSERT INTO approvers(name, password_hash, created_at) VALUES (?,?,?)`, a.Name, a.PasswordHash, ms(a.CreatedAt))
 	if err != nil {
 		if _, gerr := s.Approver(ctx, a.Name); gerr == nil {
 			return ErrExists
@@ -51,7 +51,7 @@ func (s *SQLite) Approvers(ctx context.Context) ([]Approver, error) {
 }
 
 func (s *SQLite) SetApproverPassword(ctx context.Context, name, hash string) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ func (s *SQLite) CreateSession(ctx context.Context, se Session) error {
 	if len(se.CSRFHash) == 0 {
 		return errors.New("record session: it has no CSRF hash")
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions(hash, csrf_hash, approver, created_at, expires_at) VALUES (?,?,?,?,?)`, se.Hash, se.CSRFHash, se.Approver, ms(se.CreatedAt), ms(se.ExpiresAt))
+	_, err := s.w.ExecContext(ctx, `INSERT INTO sessions(hash, csrf_hash, approver, created_at, expires_at) VALUES (?,?,?,?,?)`, se.Hash, se.CSRFHash, se.Approver, ms(se.CreatedAt), ms(se.ExpiresAt))
 	return err
 }
 
@@ -89,12 +89,12 @@ func (s *SQLite) SessionByHash(ctx context.Context, hash []byte, now time.Time) 
 }
 
 func (s *SQLite) DeleteSession(ctx context.Context, hash []byte) error {
-	_, err := s.db.ExecContext(ctx, `DELETE FROM sessions WHERE hash = ?`, hash)
+	_, err := s.w.ExecContext(ctx, `DELETE FROM sessions WHERE hash = ?`, hash)
 	return err
 }
 
 func (s *SQLite) SaveRequest(ctx context.Context, r RequestRecord) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO requests(id, server, status, created_at, body) VALUES (?,?,?,?,?)
+	_, err := s.w.ExecContext(ctx, `INSERT INTO requests(id, server, status, created_at, body) VALUES (?,?,?,?,?)
 		ON CONFLICT(id) DO UPDATE SET status = excluded.status, body = excluded.body`, r.ID, r.Server, r.Status, ms(r.CreatedAt), r.Body)
 	if err != nil {
 		return fmt.Errorf("save request %s: %w", r.ID, err)
@@ -143,7 +143,7 @@ func (s *SQLite) Requests(ctx context.Context, limit int, statuses ...string) ([
 }
 
 func (s *SQLite) AppendAudit(ctx context.Context, e AuditEntry) error {
-	if _, err := s.db.ExecContext(ctx, `INSERT INTO audit(at, request_id, step, actor, detail) VALUES (?,?,?,?,?)`, ms(e.At), e.RequestID, e.Step, e.Actor, e.Detail); err != nil {
+	if _, err := s.w.ExecContext(ctx, `INSERT INTO audit(at, request_id, step, actor, detail) VALUES (?,?,?,?,?)`, ms(e.At), e.RequestID, e.Step, e.Actor, e.Detail); err != nil {
 		return fmt.Errorf("write audit row (%s %s): %w", e.Step, e.RequestID, err)
 	}
 	return nil

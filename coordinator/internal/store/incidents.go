@@ -19,7 +19,7 @@ func (s *SQLite) OpenIncident(ctx context.Context, in Incident) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	res, err := s.db.ExecContext(ctx, `INSERT INTO incidents(target, kind, reason, started_at, explains) VALUES (?,?,?,?,?)`,
+	res, err := s.w.ExecContext(ctx, `INSERT INTO incidents(target, kind, reason, started_at, explains) VALUES (?,?,?,?,?)`,
 		in.Target, in.Kind, in.Reason, ms(in.StartedAt), explains)
 	if err != nil {
 		var n int
@@ -36,7 +36,7 @@ func (s *SQLite) UpdateIncident(ctx context.Context, id int64, reason string, ex
 	if err != nil {
 		return err
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE incidents SET reason = ?, explains = ? WHERE id = ? AND ended_at = 0`, reason, ex, id)
+	res, err := s.w.ExecContext(ctx, `UPDATE incidents SET reason = ?, explains = ? WHERE id = ? AND ended_at = 0`, reason, ex, id)
 	if err != nil {
 		return fmt.Errorf("update incident %d: %w", id, err)
 	}
@@ -52,7 +52,7 @@ func (s *SQLite) EndIncident(ctx context.Context, id int64, at time.Time) error 
 	if at.IsZero() {
 		return fmt.Errorf("end incident %d: no end time", id)
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE incidents SET ended_at = MAX(?, started_at) WHERE id = ? AND ended_at = 0`, ms(at), id)
+	res, err := s.w.ExecContext(ctx, `UPDATE incidents SET ended_at = MAX(?, started_at) WHERE id = ? AND ended_at = 0`, ms(at), id)
 	if err != nil {
 		return fmt.Errorf("end incident %d: %w", id, err)
 	}

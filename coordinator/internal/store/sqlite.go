@@ -13,9 +13,25 @@ import (
 )
 
 // SQLite is the embedded engine, one file in the data directory.
+//
+// Writes go through one connection (w), so that the coordinator's own
+// writers queue in Go, first come first served and bounded by their
+// context, instead of racing for SQLite's write lock: under a burst (a
+// fleet enrolling at once, a reconnect storm) SQLite's busy handler sleeps
+// and retries without any order, and a writer could wait out busy_timeout
+// and fail with "database is locked" while others got through. busy_timeout
+// still covers the other processes that write the file (gridcity join,
+// token …). Reads use a bounded pool of their own (db): in WAL mode they
+// never wait for the writer.
 type SQLite struct {
-	db *sql.DB
+	db *sql.DB // reads
+	w  *sql.DB // writes, one connection
 }
+
+// readConns bounds the read pool: enough for the MCP tools, the app and the
+// agents' revocation checks to overlap; more would only add memory and
+// page-cache churn on a machine with a few cores.
+const readConns = 8
 
 var _ Store = (*SQLite)(nil)
 
@@ -125,27 +141,40 @@ func OpenSQLite(ctx context.Context, dir string) (*SQLite, error) {
 	// not only a crash; the fleet's state is written in batches, so the
 	// fsync per commit is paid mostly by the command steps (a few ms each).
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)&_txlock=immediate"
-	db, err := sql.Open("sqlite", dsn)
+	w, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	s := &SQLite{db: db}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxIdleTime(0)
+	// The schema first, through the writer, so that readers open a file
+	// that is already in WAL mode and migrated.
+	s := &SQLite{w: w}
 	if err := s.migrate(ctx); err != nil {
-		db.Close()
+		w.Close()
 		return nil, fmt.Errorf("prepare %s: %w", path, err)
 	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(readConns)
+	db.SetMaxIdleConns(readConns)
+	s.db = db
 	if err := os.Chmod(path, 0o600); err != nil {
-		db.Close()
+		s.Close()
 		return nil, fmt.Errorf("restrict %s: %w", path, err)
 	}
 	return s, nil
 }
 
 func (s *SQLite) migrate(ctx context.Context) error {
-	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
+	if _, err := s.w.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
 		return err
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -168,7 +197,13 @@ func (s *SQLite) migrate(ctx context.Context) error {
 	return tx.Commit()
 }
 
-func (s *SQLite) Close() error { return s.db.Close() }
+func (s *SQLite) Close() error {
+	var err error
+	if s.db != nil {
+		err = s.db.Close()
+	}
+	return errors.Join(err, s.w.Close())
+}
 
 func ms(t time.Time) int64 {
 	if t.IsZero() {
@@ -185,7 +220,7 @@ func fromMs(v int64) time.Time {
 }
 
 func (s *SQLite) CreateJoinToken(ctx context.Context, t JoinToken) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO join_tokens(hash, created_at, expires_at, single_use) VALUES (?,?,?,?)`,
+	_, err := s.w.ExecContext(ctx, `INSERT INTO join_tokens(hash, created_at, expires_at, single_use) VALUES (?,?,?,?)`,
 		t.Hash, ms(t.CreatedAt), ms(t.ExpiresAt), t.SingleUse)
 	if err != nil {
 		return fmt.Errorf("record join token: %w", err)
@@ -194,7 +229,7 @@ func (s *SQLite) CreateJoinToken(ctx context.Context, t JoinToken) error {
 }
 
 func (s *SQLite) Enroll(ctx context.Context, tokenHash []byte, now time.Time, a Agent) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -266,7 +301,7 @@ func (s *SQLite) Agents(ctx context.Context) ([]Agent, error) {
 }
 
 func (s *SQLite) RevokeAgent(ctx context.Context, name string, at time.Time) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE agents SET revoked_at = ? WHERE name = ? AND revoked_at = 0`, ms(at), name)
+	res, err := s.w.ExecContext(ctx, `UPDATE agents SET revoked_at = ? WHERE name = ? AND revoked_at = 0`, ms(at), name)
 	if err != nil {
 		return fmt.Errorf("revoke agent %q: %w", name, err)
 	}
@@ -280,7 +315,7 @@ func (s *SQLite) SaveServers(ctx context.Context, servers []ServerRecord) error 
 	if len(servers) == 0 {
 		return nil
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -322,7 +357,7 @@ func (s *SQLite) AppendMetrics(ctx context.Context, samples []MetricSample, keep
 	if len(samples) == 0 {
 		return nil
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -369,7 +404,7 @@ func (s *SQLite) Metrics(ctx context.Context, server string, limit int) ([]Metri
 }
 
 func (s *SQLite) CreateToken(ctx context.Context, t Token) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -428,7 +463,7 @@ func (s *SQLite) Tokens(ctx context.Context) ([]Token, error) {
 }
 
 func (s *SQLite) RevokeToken(ctx context.Context, name string, at time.Time) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE tokens SET revoked_at = ? WHERE name = ? AND revoked_at = 0`, ms(at), name)
+	res, err := s.w.ExecContext(ctx, `UPDATE tokens SET revoked_at = ? WHERE name = ? AND revoked_at = 0`, ms(at), name)
 	if err != nil {
 		return fmt.Errorf("revoke token %q: %w", name, err)
 	}
@@ -448,7 +483,7 @@ func (s *SQLite) Blob(ctx context.Context, key string) ([]byte, error) {
 }
 
 func (s *SQLite) PutBlobIfAbsent(ctx context.Context, key string, value []byte) ([]byte, error) {
-	if _, err := s.db.ExecContext(ctx, `INSERT INTO blobs(key, value) VALUES (?,?) ON CONFLICT(key) DO NOTHING`, key, value); err != nil {
+	if _, err := s.w.ExecContext(ctx, `INSERT INTO blobs(key, value) VALUES (?,?) ON CONFLICT(key) DO NOTHING`, key, value); err != nil {
 		return nil, fmt.Errorf("store %s: %w", key, err)
 	}
 	return s.Blob(ctx, key)
