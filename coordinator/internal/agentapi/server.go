@@ -158,6 +158,13 @@ func (s *Server) GRPCServer(extraNames ...string) (*grpc.Server, error) {
 	gs := grpc.NewServer(
 		grpc.Creds(credentials.NewTLS(tlsCfg)),
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
+		// Thousands of mostly idle streams: gRPC's default 32 KiB write
+		// buffer per connection, held for the connection's life, becomes
+		// one taken from a shared pool for each flush; and agents send a
+		// heartbeat or a small change at a time, so a 16 KiB read buffer
+		// (a TLS record) is as good as 32.
+		grpc.SharedWriteBuffer(true),
+		grpc.ReadBufferSize(16<<10),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 5 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 4 * time.Second, PermitWithoutStream: true}),
 	)
