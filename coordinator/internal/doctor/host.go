@@ -39,6 +39,12 @@ func (s *session) judgeAgent(srv fleet.Server, hostUp []Attempt) judged {
 	now := s.f.Now
 	if !srv.Online {
 		j := verdict(Fail, fmt.Sprintf("the agent on %s is offline; last heard from %s", srv.Name, ago(now, srv.LastSeen)))
+		if srv.Reconnecting {
+			// The coordinator restarted a moment ago: the agent is most
+			// likely waiting out its reconnect backoff.
+			j = verdict(Fail, fmt.Sprintf("the agent on %s has not reconnected since the coordinator restarted %s (last heard from %s); it is expected back by %s",
+				srv.Name, ago(now, srv.Restarted), ago(now, srv.LastSeen), stamp(srv.GraceEnds)))
+		}
 		ev := []string{fmt.Sprintf("%s's agent stream is closed; it was last heard from at %s (%s)", srv.Name, stamp(srv.LastSeen), ago(now, srv.LastSeen))}
 		for _, a := range hostUp {
 			ev = append(ev, "host up? "+describe(a))

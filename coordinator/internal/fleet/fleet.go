@@ -3,13 +3,21 @@
 // heard from. Writes reach the store behind the model, in batches, so that a
 // busy fleet costs one transaction every few seconds rather than one per
 // message; nothing a restart needs lives only here for longer than that.
+//
+// After a restart every server is offline until its agent dials again, which
+// takes up to the agents' reconnect backoff (capped at a minute). So that a
+// restart does not read as the whole fleet going down, a server that was
+// most likely online when the coordinator stopped is "reconnecting", not
+// "offline", for a startup grace; see DefaultStartupGrace and SeenWithin.
 package fleet
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
@@ -23,7 +31,34 @@ import (
 const (
 	StatusOnline  = "online"
 	StatusOffline = "offline"
+	// StatusReconnecting is an offline server during the startup grace
+	// whose agent was most likely connected when the coordinator stopped.
+	StatusReconnecting = "reconnecting"
 )
+
+// DefaultStartupGrace is how long after a start the fleet waits for the
+// agents that were connected before it to dial again before it counts them
+// offline: agents retry at least once per backoff cap (60 s, see the agent's
+// link.Backoff), and 15 s more covers the handshake and the first full state
+// of a fleet returning at once (a load test saw 200 agents back in 5–17 s).
+const DefaultStartupGrace = 75 * time.Second
+
+// SeenWithin tells, after a restart, which servers were most likely online
+// when the coordinator stopped: those last heard from within SeenWithin of
+// the newest last-seen time in the store, which is about when the
+// coordinator last heard from anyone. It is measured against that, not
+// against the start, so that a coordinator that was down for an hour still
+// waits for its fleet; and its size only has to cover how far a connected
+// server's stored LastSeen lags: at most seenRefresh plus a heartbeat (5 s)
+// and a flush (2 s), about 40 s, with room to spare. A server that went
+// down shortly before the restart, within this bound, is told apart by its
+// open incident (see New); one without an incident yet waits out the grace
+// and then counts offline since it was last heard from.
+const SeenWithin = 2 * time.Minute
+
+// seenRefresh bounds how stale the stored LastSeen of a connected server
+// gets: heartbeats alone (no state change) write it again this often.
+const seenRefresh = 30 * time.Second
 
 // MetricHistory is how many samples per server the store keeps (at one
 // sample per flush interval, several hours).
@@ -38,12 +73,22 @@ type Server struct {
 	ConnectedAt time.Time
 	Hello       *gridcityv1.Hello
 	State       *gridcityv1.StateUpdate
+	// Reconnecting is set on an offline server during the startup grace
+	// when it was most likely online as the coordinator stopped: its agent
+	// is probably waiting out its backoff. Restarted is when the
+	// coordinator started and GraceEnds when it stops waiting; both are
+	// zero unless Reconnecting.
+	Reconnecting         bool
+	Restarted, GraceEnds time.Time
 }
 
-// Status is "online" or "offline".
+// Status is "online", "reconnecting" or "offline".
 func (s Server) Status() string {
-	if s.Online {
+	switch {
+	case s.Online:
 		return StatusOnline
+	case s.Reconnecting:
+		return StatusReconnecting
 	}
 	return StatusOffline
 }
@@ -55,6 +100,11 @@ type server struct {
 	stream uint64
 	dirty  bool
 	sample bool // a new metric sample is due at the next flush
+	// saved is the LastSeen last written to the store.
+	saved time.Time
+	// awaited: the server was most likely online when the coordinator
+	// stopped and has not connected since; cleared when the grace ends.
+	awaited bool
 }
 
 // Fleet is safe for concurrent use.
@@ -69,28 +119,58 @@ type Fleet struct {
 	// shape counts changes to what the topology is built from: servers
 	// coming and going, their addresses, listeners and connections.
 	shape uint64
+
+	// The startup grace: started is when New ran, grace how long it waits
+	// for the awaited servers, awaiting how many of them have not connected
+	// yet. inGrace is set while awaiting > 0 and the grace has not been
+	// closed, so that readers after it skip the write lock.
+	started  time.Time
+	grace    time.Duration
+	awaiting int
+	inGrace  atomic.Bool
 }
+
+// Option changes a default of New.
+type Option func(*Fleet)
+
+// WithStartupGrace sets how long after its start the fleet shows the
+// servers that were most likely online before it as reconnecting rather
+// than offline (DefaultStartupGrace); 0 turns the grace off.
+func WithStartupGrace(d time.Duration) Option { return func(f *Fleet) { f.grace = d } }
+
+// WithClock makes the fleet read the time from now instead of time.Now.
+func WithClock(now func() time.Time) Option { return func(f *Fleet) { f.now = now } }
 
 // ShapeVersion changes whenever something the topology is built from
 // changes (a server connects or goes offline, its addresses, listeners or
-// connections change), so that a graph built at one version can be reused
-// until the next.
+// connections change, the startup grace ends), so that a graph built at one
+// version can be reused until the next.
 func (f *Fleet) ShapeVersion() uint64 {
+	f.endGraceIfDue()
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.shape
 }
 
 // New loads the servers the store remembers; all of them start offline until
-// their agents reconnect.
-func New(ctx context.Context, st store.Store, logger *slog.Logger) (*Fleet, error) {
-	f := &Fleet{store: st, logger: logger, now: time.Now, servers: map[string]*server{}}
+// their agents reconnect. Those that were most likely online when the
+// coordinator stopped show as reconnecting for the startup grace: last heard
+// from within SeenWithin of the newest last-seen time, and not troubled in
+// an open incident (the target of one, or explained by one), which keeps a
+// server that was already down at the stop, and its incident, as they were.
+func New(ctx context.Context, st store.Store, logger *slog.Logger, opts ...Option) (*Fleet, error) {
+	f := &Fleet{store: st, logger: logger, now: time.Now, servers: map[string]*server{}, grace: DefaultStartupGrace}
+	for _, o := range opts {
+		o(f)
+	}
+	f.started = f.now()
 	recs, err := st.Servers(ctx)
 	if err != nil {
 		return nil, err
 	}
+	var newest time.Time
 	for _, r := range recs {
-		s := &server{Server: Server{Name: r.Name, LastSeen: r.LastSeen, Hello: &gridcityv1.Hello{}, State: &gridcityv1.StateUpdate{}}}
+		s := &server{Server: Server{Name: r.Name, LastSeen: r.LastSeen, Hello: &gridcityv1.Hello{}, State: &gridcityv1.StateUpdate{}}, saved: r.LastSeen}
 		if err := proto.Unmarshal(r.State, s.State); err != nil {
 			logger.Warn("stored state unreadable; waiting for the agent to send it again", "server", r.Name, "err", err)
 		}
@@ -98,8 +178,74 @@ func New(ctx context.Context, st store.Store, logger *slog.Logger) (*Fleet, erro
 			logger.Warn("stored hello unreadable", "server", r.Name, "err", err)
 		}
 		f.servers[r.Name] = s
+		if r.LastSeen.After(newest) {
+			newest = r.LastSeen
+		}
+	}
+	if f.grace <= 0 || newest.IsZero() {
+		return f, nil
+	}
+	down, err := troubled(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range f.servers {
+		if !s.LastSeen.IsZero() && newest.Sub(s.LastSeen) <= SeenWithin && !down[s.Name] {
+			s.awaited = true
+			f.awaiting++
+		}
+	}
+	if f.awaiting > 0 {
+		f.inGrace.Store(true)
+		logger.Info("waiting for the agents that were connected before the restart; until they return or the grace ends they show as reconnecting",
+			"agents", f.awaiting, "of", len(f.servers), "grace", f.grace, "until", f.started.Add(f.grace))
 	}
 	return f, nil
+}
+
+// troubled names the targets of the open incidents and the targets they
+// explain: what was troubled when the coordinator stopped.
+func troubled(ctx context.Context, st store.Store) (map[string]bool, error) {
+	ins, err := st.OpenIncidents(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read open incidents for the startup grace: %w", err)
+	}
+	out := map[string]bool{}
+	for _, in := range ins {
+		out[in.Target] = true
+		for _, e := range in.Explains {
+			out[e] = true
+		}
+	}
+	return out, nil
+}
+
+// endGraceIfDue ends the startup grace once it has run out: the servers
+// still awaited count offline from then on, and the shape changes, so that
+// no graph built during the grace is reused after it.
+func (f *Fleet) endGraceIfDue() {
+	if !f.inGrace.Load() {
+		return
+	}
+	f.mu.Lock()
+	if !f.inGrace.Load() || f.now().Before(f.started.Add(f.grace)) {
+		f.mu.Unlock()
+		return
+	}
+	var late []string
+	for _, s := range f.servers {
+		if s.awaited {
+			s.awaited = false
+			late = append(late, s.Name)
+		}
+	}
+	f.awaiting = 0
+	f.inGrace.Store(false)
+	f.shape++
+	f.mu.Unlock()
+	sort.Strings(late)
+	f.logger.Warn("startup grace over; agents that have not reconnected count offline since they were last heard from",
+		"grace", f.grace, "missing", len(late), "servers", late[:min(len(late), 20)])
 }
 
 // Connect records a new stream for the server named in hello and returns
@@ -115,6 +261,12 @@ func (f *Fleet) Connect(hello *gridcityv1.Hello) uint64 {
 	}
 	f.streams++
 	s.stream = f.streams
+	if s.awaited {
+		s.awaited = false
+		if f.awaiting--; f.awaiting == 0 {
+			f.inGrace.Store(false) // everyone is back: nothing left to end
+		}
+	}
 	s.Online, s.ConnectedAt, s.LastSeen = true, now, now
 	s.Hello = proto.Clone(hello).(*gridcityv1.Hello)
 	s.Hello.Journal = nil // command state is kept by the command log, not here
@@ -142,6 +294,12 @@ func (f *Fleet) Touch(name string, stream uint64) {
 	defer f.mu.Unlock()
 	if s := f.servers[name]; s != nil && s.stream == stream {
 		s.LastSeen = f.now()
+		// Keep the stored LastSeen fresh on a quiet server too: after a
+		// crash it tells who was online (see SeenWithin), and since when
+		// one that does not return has been gone.
+		if s.LastSeen.Sub(s.saved) >= seenRefresh {
+			s.dirty = true
+		}
 	}
 }
 
@@ -170,11 +328,12 @@ func (f *Fleet) Apply(name string, stream uint64, u *gridcityv1.StateUpdate) {
 
 // Servers returns copies of every server, sorted by name.
 func (f *Fleet) Servers() []Server {
+	f.endGraceIfDue()
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	out := make([]Server, 0, len(f.servers))
 	for _, s := range f.servers {
-		out = append(out, s.copy())
+		out = append(out, f.copy(s))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -182,13 +341,14 @@ func (f *Fleet) Servers() []Server {
 
 // Server returns a copy of one server.
 func (f *Fleet) Server(name string) (Server, bool) {
+	f.endGraceIfDue()
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	s, ok := f.servers[name]
 	if !ok {
 		return Server{}, false
 	}
-	return s.copy(), true
+	return f.copy(s), true
 }
 
 // Names returns the known server names, sorted.
@@ -205,10 +365,14 @@ func (f *Fleet) Names() []string {
 
 // copy shares the protobuf messages: they are replaced whole, never mutated
 // in place once published (merge swaps section pointers on the model's own
-// StateUpdate, so copy clones that top-level message).
-func (s *server) copy() Server {
+// StateUpdate, so copy clones that top-level message). The caller holds
+// f.mu and has ended a grace that ran out.
+func (f *Fleet) copy(s *server) Server {
 	c := s.Server
 	c.State = shallowState(s.State)
+	if s.awaited {
+		c.Reconnecting, c.Restarted, c.GraceEnds = true, f.started, f.started.Add(f.grace)
+	}
 	return c
 }
 
@@ -247,7 +411,7 @@ func (f *Fleet) Flush(ctx context.Context) error {
 			return err
 		}
 		recs = append(recs, store.ServerRecord{Name: s.Name, State: state, Hello: hello, LastSeen: s.LastSeen})
-		s.dirty = false
+		s.dirty, s.saved = false, s.LastSeen
 	}
 	f.mu.Unlock()
 	if err := f.store.SaveServers(ctx, recs); err != nil {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"testing"
+	"time"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
@@ -46,5 +48,161 @@ func TestStateSurvivesRestartAndStaleStreamsAreIgnored(t *testing.T) {
 	}
 	if m, _ := st2.Metrics(ctx, "web-1", 10); len(m) != 1 || m[0].CPUPercent != 55 {
 		t.Fatalf("metrics %+v; want one sample at 55%%", m)
+	}
+}
+
+// clock is a settable time for the fleet under test.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+// restarted stores servers as a coordinator that stopped at t0 left them
+// (last heard from at t0 minus the given age), with the open incidents
+// given, and starts a fleet on them at t0 with the clock c.
+func restarted(t *testing.T, c *clock, seen map[string]time.Duration, open []store.Incident, opts ...Option) (*Fleet, store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.OpenSQLite(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	var recs []store.ServerRecord
+	for name, age := range seen {
+		recs = append(recs, store.ServerRecord{Name: name, State: []byte{}, Hello: []byte{}, LastSeen: c.t.Add(-age)})
+	}
+	if err := st.SaveServers(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range open {
+		if _, err := st.OpenIncident(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := New(ctx, st, slog.New(slog.DiscardHandler), append([]Option{WithClock(c.now)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, st
+}
+
+func statuses(f *Fleet) map[string]string {
+	out := map[string]string{}
+	for _, s := range f.Servers() {
+		out[s.Name] = s.Status()
+	}
+	return out
+}
+
+func TestStartupGrace(t *testing.T) {
+	t0 := time.UnixMilli(1_750_000_000_000)
+	c := &clock{t0}
+	f, _ := restarted(t, c, map[string]time.Duration{
+		"web-1": 3 * time.Second,  // connected at the stop
+		"web-2": 40 * time.Second, // a quiet one: its stored LastSeen lags
+		"db-1":  20 * time.Second, // went down just before the stop: its incident is open
+		"api":   25 * time.Second, // down too, explained by the database's incident
+		"old":   3 * time.Hour,    // offline long before the stop
+	}, []store.Incident{
+		{Target: "db-1", Kind: "server", Reason: "agent offline", StartedAt: t0.Add(-20 * time.Second)},
+		{Target: "orders-db", Kind: "database", Reason: "connection refused", StartedAt: t0.Add(-time.Minute), Explains: []string{"api"}},
+	})
+	want := map[string]string{"web-1": StatusReconnecting, "web-2": StatusReconnecting, "db-1": StatusOffline, "api": StatusOffline, "old": StatusOffline}
+	if got := statuses(f); !maps.Equal(got, want) {
+		t.Fatalf("at the start got %v; want %v", got, want)
+	}
+	if s, _ := f.Server("web-2"); s.Online || !s.Restarted.Equal(t0) || !s.GraceEnds.Equal(t0.Add(DefaultStartupGrace)) || !s.LastSeen.Equal(t0.Add(-40*time.Second)) {
+		t.Fatalf("web-2 = %+v; want offline, reconnecting since the restart at %v until %v", s, t0, t0.Add(DefaultStartupGrace))
+	}
+
+	// web-1 returns; web-2 does not.
+	c.t = t0.Add(8 * time.Second)
+	f.Connect(&gridcityv1.Hello{Name: "web-1"})
+	shape := f.ShapeVersion()
+	c.t = t0.Add(DefaultStartupGrace - time.Millisecond)
+	if got := f.ShapeVersion(); got != shape {
+		t.Fatalf("shape changed from %d to %d within the grace with nothing happening", shape, got)
+	}
+	if got := statuses(f)["web-2"]; got != StatusReconnecting {
+		t.Fatalf("web-2 is %s just before the grace ends; want reconnecting", got)
+	}
+	c.t = t0.Add(DefaultStartupGrace)
+	if got := f.ShapeVersion(); got == shape {
+		t.Fatal("the grace ended without a change of shape: a graph built during it would be reused")
+	}
+	want = map[string]string{"web-1": StatusOnline, "web-2": StatusOffline, "db-1": StatusOffline, "api": StatusOffline, "old": StatusOffline}
+	if got := statuses(f); !maps.Equal(got, want) {
+		t.Fatalf("after the grace got %v; want %v", got, want)
+	}
+	if s, _ := f.Server("web-2"); s.Reconnecting || !s.Restarted.IsZero() || !s.GraceEnds.IsZero() {
+		t.Fatalf("web-2 after the grace = %+v; want no grace fields", s)
+	}
+
+	// A server that connects and drops again during the grace was seen
+	// going: it is offline, not reconnecting.
+	c.t = t0
+	g, _ := restarted(t, c, map[string]time.Duration{"web-1": time.Second, "web-2": time.Second}, nil)
+	id := g.Connect(&gridcityv1.Hello{Name: "web-1"})
+	g.Disconnect("web-1", id)
+	if got := statuses(g); got["web-1"] != StatusOffline || got["web-2"] != StatusReconnecting {
+		t.Fatalf("got %v; want web-1 offline (it came and went), web-2 reconnecting", got)
+	}
+}
+
+func TestStartupGraceEndsWhenEveryoneIsBack(t *testing.T) {
+	t0 := time.UnixMilli(1_750_000_000_000)
+	c := &clock{t0}
+	f, _ := restarted(t, c, map[string]time.Duration{"web-1": time.Second, "web-2": 2 * time.Second}, nil)
+	f.Connect(&gridcityv1.Hello{Name: "web-1"})
+	f.Connect(&gridcityv1.Hello{Name: "web-2"})
+	shape := f.ShapeVersion()
+	c.t = t0.Add(time.Hour)
+	if got := f.ShapeVersion(); got != shape {
+		t.Fatalf("shape changed from %d to %d at the end of a grace nobody was left in", shape, got)
+	}
+}
+
+func TestStartupGraceOff(t *testing.T) {
+	c := &clock{time.UnixMilli(1_750_000_000_000)}
+	f, _ := restarted(t, c, map[string]time.Duration{"web-1": time.Second}, nil, WithStartupGrace(0))
+	if got := statuses(f)["web-1"]; got != StatusOffline {
+		t.Fatalf("web-1 is %s with the grace off; want offline", got)
+	}
+}
+
+// Heartbeats alone keep the stored LastSeen within seenRefresh of the
+// truth, so that after a crash it still tells who was connected.
+func TestQuietServerLastSeenIsStored(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.UnixMilli(1_750_000_000_000)
+	c := &clock{t0}
+	f, st := restarted(t, c, nil, nil)
+	id := f.Connect(&gridcityv1.Hello{Name: "quiet"})
+	stored := func() time.Time {
+		t.Helper()
+		if err := f.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := st.Servers(ctx)
+		if err != nil || len(recs) != 1 {
+			t.Fatalf("stored servers %+v, %v; want one", recs, err)
+		}
+		return recs[0].LastSeen
+	}
+	stored()
+	for _, tc := range []struct {
+		at, want time.Duration
+	}{
+		{10 * time.Second, 0},                      // fresh enough: no write
+		{seenRefresh - time.Second, 0},             // still
+		{seenRefresh, seenRefresh},                 // written again
+		{seenRefresh + 5*time.Second, seenRefresh}, // and not at every heartbeat
+		{2 * seenRefresh, 2 * seenRefresh},
+	} {
+		c.t = t0.Add(tc.at)
+		f.Touch("quiet", id)
+		if got := stored(); !got.Equal(t0.Add(tc.want)) {
+			t.Errorf("after a heartbeat at +%s the stored LastSeen is +%s; want +%s", tc.at, got.Sub(t0), tc.want)
+		}
 	}
 }

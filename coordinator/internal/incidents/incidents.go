@@ -2,7 +2,10 @@
 // incident opens when a target becomes a root cause, follows its reason and
 // what it explains, and ends when it is a root cause no more. Incidents are
 // kept in the store, so a restart neither loses the history nor resets the
-// start of a trouble that is still going on.
+// start of a trouble that is still going on. Nor does a restart open
+// incidents of its own: the fleet shows the servers whose agents have yet
+// to reconnect as reconnecting, not troubled, for a startup grace, and
+// keeps troubled those its open incidents name (see fleet.New).
 //
 // Flapping is damped upstream (a resource is troubled only after several
 // failed checks in a row). One more damping happens here: when an incident

@@ -4,6 +4,7 @@
 package topology
 
 import (
+	"fmt"
 	"maps"
 	"net"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
@@ -94,7 +96,16 @@ func (s *Source) build() (*graph.Graph, error) {
 	known := map[string]bool{}
 	for _, srv := range servers {
 		t := graph.Target{ID: srv.Name, Name: srv.Name, Kind: "server", Status: srv.Status(), Since: srv.ConnectedAt}
-		if !srv.Online {
+		switch {
+		case srv.Online:
+		case srv.Reconnecting:
+			// The coordinator restarted; the agent is most likely in its
+			// backoff. Not troubled, so no incident opens for a restart;
+			// once the grace ends the fleet's shape changes and the server
+			// is offline (troubled) since it was last heard from.
+			t.Since = srv.LastSeen
+			t.Reason = reconnectingReason(srv)
+		default:
 			t.Since = srv.LastSeen // offline since it was last heard from
 			t.Troubled, t.Reason = true, "agent offline"
 		}
@@ -156,6 +167,16 @@ func (s *Source) build() (*graph.Graph, error) {
 		districts = append(districts, *byID[id])
 	}
 	return graph.New(targets, links, districts)
+}
+
+// reconnectingReason says why a server that is not connected is not
+// troubled yet. It names times rather than "N s ago": the graph it goes
+// into is reused until the fleet's shape changes.
+func reconnectingReason(srv fleet.Server) string {
+	stamp := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+	return fmt.Sprintf("the coordinator restarted at %s and this server's agent has not reconnected yet (last heard from at %s); "+
+		"agents retry at least once a minute, so it counts as offline only if it is not back by %s",
+		stamp(srv.Restarted), stamp(srv.LastSeen), stamp(srv.GraceEnds))
 }
 
 // resourceEndpoints maps the host:port each resource's target names to

@@ -1,11 +1,14 @@
 package topology
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
 	"github.com/gridcity/gridcity/coordinator/internal/graph"
 	"github.com/gridcity/gridcity/coordinator/internal/resources"
+	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
 type servers []fleet.Server
@@ -170,5 +174,65 @@ func TestGraphIsReusedUntilSomethingChanges(t *testing.T) {
 	a, _ := plain.Graph()
 	if b, _ := plain.Graph(); a == b {
 		t.Fatal("an unversioned source reused its graph")
+	}
+}
+
+// After a restart a server whose agent has not reconnected yet is not
+// troubled during the fleet's startup grace; one offline from before is.
+func TestReconnectingServerIsNotTroubled(t *testing.T) {
+	t0 := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	waiting := fleet.Server{Name: "web-2", LastSeen: t0.Add(-4 * time.Second), Reconnecting: true, Restarted: t0, GraceEnds: t0.Add(75 * time.Second)}
+	gone := fleet.Server{Name: "old", LastSeen: t0.Add(-3 * time.Hour)}
+	g, err := New(mustConfig(t, ""), servers{server("web-1", nil, nil), waiting, gone}, nil).Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := g.Target("web-2")
+	if w.Troubled || w.Status != fleet.StatusReconnecting || !w.Since.Equal(waiting.LastSeen) ||
+		!strings.Contains(w.Reason, "restarted at 2025-06-01T12:00:00Z") || !strings.Contains(w.Reason, "not back by 2025-06-01T12:01:15Z") {
+		t.Errorf("web-2 = %+v; want reconnecting, not troubled, since it was last heard from, saying when the coordinator restarted and until when it waits", w)
+	}
+	o, _ := g.Target("old")
+	if !o.Troubled || o.Status != fleet.StatusOffline || o.Reason != "agent offline" || !o.Since.Equal(gone.LastSeen) {
+		t.Errorf("old = %+v; want troubled, offline since it was last heard from", o)
+	}
+	if rep := g.Incidents(); len(rep.RootCauses) != 1 || rep.RootCauses[0].ID != "old" {
+		t.Errorf("root causes %+v; want old only", rep.RootCauses)
+	}
+}
+
+// The graph built during the startup grace is not reused after it: the
+// fleet's shape changes when the grace ends.
+func TestGraphAfterTheStartupGrace(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.OpenSQLite(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	t0 := time.UnixMilli(1_750_000_000_000)
+	seen := t0.Add(-2 * time.Second)
+	if err := st.SaveServers(ctx, []store.ServerRecord{{Name: "web-1", State: []byte{}, Hello: []byte{}, LastSeen: seen}}); err != nil {
+		t.Fatal(err)
+	}
+	now := t0
+	fl, err := fleet.New(ctx, st, slog.New(slog.DiscardHandler), fleet.WithClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var version uint64
+	src := New(mustConfig(t, ""), fl, states{&version})
+	g1, _ := src.Graph()
+	if w, _ := g1.Target("web-1"); w.Troubled || w.Status != fleet.StatusReconnecting {
+		t.Fatalf("during the grace web-1 = %+v; want reconnecting", w)
+	}
+	now = t0.Add(fleet.DefaultStartupGrace - time.Second)
+	if g2, _ := src.Graph(); g2 != g1 {
+		t.Fatal("nothing changed within the grace, yet the graph was built again")
+	}
+	now = t0.Add(fleet.DefaultStartupGrace)
+	g3, _ := src.Graph()
+	if w, _ := g3.Target("web-1"); !w.Troubled || w.Status != fleet.StatusOffline || !w.Since.Equal(seen) {
+		t.Fatalf("after the grace web-1 = %+v; want troubled, offline since %v", w, seen)
 	}
 }
