@@ -351,15 +351,17 @@ func runAgents(ctx context.Context, c agentsConfig) (agentsRun, error) {
 			errNotHeld, res.ReconnectsInWindow, strings.Join(f.endCauses(), "; "))
 	}
 
-	// The tools, in turns, after the window: a list_servers of thousands
-	// of servers allocates tens of MiB, which the Go runtime hands back to
-	// the system only slowly, so one call before the window would show in
-	// its RSS. Each list_servers call checks that every agent is online
-	// with its state; /healthz above only counts the streams.
+	// The tools, in turns, after the window: they allocate MiB at these
+	// sizes, which the Go runtime hands back to the system only slowly, so
+	// calls before the window would show in its RSS. Each list_servers
+	// call (no arguments: the first page, of 200) checks the fleet's counts
+	// and its page; after them every page is read once, untimed, to check
+	// that every agent is online with its state. /healthz above only counts
+	// the streams.
 	meter := &meteredTransport{headers: map[string]string{"Authorization": "Bearer " + tok.Token, "X-Agent-Client": "gridcity-bench"}}
 	cl := mcp.NewClient(&mcp.Implementation{Name: "gridcity-bench", Version: "1"}, nil)
-	// list_servers of ten thousand servers is one event of tens of MiB,
-	// beyond the SDK's default bound.
+	// A page of a thousand servers (the check of every agent) is several
+	// MiB, which may be beyond the SDK's default bound on an event.
 	cs, err := cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: tok.Endpoint, HTTPClient: &http.Client{Transport: meter}, MaxRetries: -1, MaxEventSize: -1}, nil)
 	if err != nil {
 		return res, fmt.Errorf("MCP session: %w", err)
@@ -378,6 +380,9 @@ func runAgents(ctx context.Context, c agentsConfig) (agentsRun, error) {
 		res.IncidentReport.Ms, res.IncidentReport.Bytes = append(res.IncidentReport.Ms, ms(d)), n
 	}
 	res.CallsMachineNote = machineNote()
+	if err := allServersOnline(ctx, cs, meter, res.Agents); err != nil {
+		return res, err
+	}
 	if err := topologyCounts(ctx, cs, meter, &res); err != nil {
 		return res, err
 	}
@@ -546,27 +551,66 @@ func callTool(ctx context.Context, cs *mcp.ClientSession, meter *meteredTranspor
 	return d, n, nil
 }
 
-// listServers calls list_servers and checks that every simulated agent is
-// online with its state.
+// listServersPage is what the driver reads of a list_servers answer.
+type listServersPage struct {
+	Online, Total, Matched int
+	NextAfter              string
+	Servers                []struct{ Name, Status, CollectedAt string }
+}
+
+// firstPage is how many servers list_servers answers without arguments.
+const firstPage = 200
+
+// listServers calls list_servers without arguments, as an AI starts, and
+// checks that the whole fleet is counted online and that the servers of
+// its page (the first firstPage) are online with their state.
 func listServers(ctx context.Context, cs *mcp.ClientSession, meter *meteredTransport, res *agentsRun) (time.Duration, int64, error) {
-	var out struct {
-		Online, Total int
-		Servers       []struct{ Name, Status, CollectedAt string }
-	}
+	var out listServersPage
 	d, size, err := callTool(ctx, cs, meter, "list_servers", map[string]any{}, &out)
 	if err != nil {
 		return d, size, err
 	}
 	res.Online, res.Total = out.Online, out.Total
-	if n := res.Agents; out.Online != n || out.Total != n || len(out.Servers) != n {
-		return d, size, fmt.Errorf("list_servers: %d of %d servers online, want all %d", out.Online, out.Total, n)
+	n := res.Agents
+	if out.Online != n || out.Total != n || out.Matched != n {
+		return d, size, fmt.Errorf("list_servers: %d of %d servers online (%d matched), want all %d", out.Online, out.Total, out.Matched, n)
 	}
-	for _, s := range out.Servers {
-		if s.Status != "online" || s.CollectedAt == "" {
-			return d, size, fmt.Errorf("list_servers: %s is %s, its state collected at %q", s.Name, s.Status, s.CollectedAt)
+	if want := min(n, firstPage); len(out.Servers) != want {
+		return d, size, fmt.Errorf("list_servers: %d servers on the first page, want %d", len(out.Servers), want)
+	}
+	return d, size, checkOnline(out.Servers)
+}
+
+// allServersOnline reads list_servers page by page and checks that every
+// one of the n simulated agents is listed once, online with its state.
+func allServersOnline(ctx context.Context, cs *mcp.ClientSession, meter *meteredTransport, n int) error {
+	seen := 0
+	for after := ""; ; {
+		var out listServersPage
+		if _, _, err := callTool(ctx, cs, meter, "list_servers", map[string]any{"limit": 1000, "after": after}, &out); err != nil {
+			return err
+		}
+		if err := checkOnline(out.Servers); err != nil {
+			return err
+		}
+		seen += len(out.Servers)
+		if after = out.NextAfter; after == "" {
+			break
 		}
 	}
-	return d, size, nil
+	if seen != n {
+		return fmt.Errorf("list_servers: %d servers over all pages, want %d", seen, n)
+	}
+	return nil
+}
+
+func checkOnline(servers []struct{ Name, Status, CollectedAt string }) error {
+	for _, s := range servers {
+		if s.Status != "online" || s.CollectedAt == "" {
+			return fmt.Errorf("list_servers: %s is %s, its state collected at %q", s.Name, s.Status, s.CollectedAt)
+		}
+	}
+	return nil
 }
 
 func incidentReport(ctx context.Context, cs *mcp.ClientSession, meter *meteredTransport, res *agentsRun) (time.Duration, int64, error) {

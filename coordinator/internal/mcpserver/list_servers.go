@@ -3,7 +3,10 @@ package mcpserver
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -15,11 +18,37 @@ import (
 // NoInput is the input of tools that take none: an empty object.
 type NoInput struct{}
 
+// ListServersInput is list_servers' optional input: filters, and a page.
+type ListServersInput struct {
+	Name     string `json:"name,omitempty" jsonschema:"only servers whose name contains this, ignoring case"`
+	District string `json:"district,omitempty" jsonschema:"only servers in this district: declared by their agent or listed in the coordinator's config (get_topology lists the districts)"`
+	Status   string `json:"status,omitempty" jsonschema:"only servers with this status: online, reconnecting, offline or revoked"`
+	Limit    int    `json:"limit,omitempty" jsonschema:"at most this many servers in the answer: default 200, maximum 1000 (a larger limit is taken as 1000, a limit of 0 or less as 200)"`
+	After    string `json:"after,omitempty" jsonschema:"a server name: list the servers that sort after it; pass the previous answer's nextAfter to read the next page"`
+}
+
+// Bounds on a list_servers answer: a server is about 4 KiB of JSON, so a
+// whole fleet of ten thousand is tens of MiB, millions of tokens. The
+// counts say how many there are; filters and pages reach the rest.
+const (
+	defaultServersLimit = 200
+	maxServersLimit     = 1000
+)
+
+// statusRevoked is a server whose agent's certificate was revoked.
+const statusRevoked = "revoked"
+
+// serverStatuses are the statuses list_servers filters on.
+var serverStatuses = []string{fleet.StatusOnline, fleet.StatusReconnecting, fleet.StatusOffline, statusRevoked}
+
 // ListServersOutput is list_servers' structured result.
 type ListServersOutput struct {
-	Servers     []ServerView `json:"servers" jsonschema:"every server with an enrolled agent, sorted by name"`
-	Online      int          `json:"online" jsonschema:"how many servers have a live agent stream"`
-	Total       int          `json:"total" jsonschema:"how many servers are known"`
+	Servers     []ServerView `json:"servers" jsonschema:"the servers that match, sorted by name: one page of at most limit (200 unless asked)"`
+	Online      int          `json:"online" jsonschema:"how many servers of the whole fleet have a live agent stream, whatever the filters"`
+	Total       int          `json:"total" jsonschema:"how many servers are known in the whole fleet, whatever the filters"`
+	Matched     int          `json:"matched" jsonschema:"how many servers match name, district and status, over all pages"`
+	Truncated   bool         `json:"truncated" jsonschema:"true when more matching servers follow this page: call again with after set to nextAfter"`
+	NextAfter   string       `json:"nextAfter" jsonschema:"pass it as after to read the next page; empty when this page is the last"`
 	GeneratedAt string       `json:"generatedAt" jsonschema:"when this answer was made (RFC 3339)"`
 }
 
@@ -28,7 +57,7 @@ type ListServersOutput struct {
 type ServerView struct {
 	ID            string          `json:"id" jsonschema:"the server's id: its agent's name"`
 	Name          string          `json:"name" jsonschema:"the server's name"`
-	Status        string          `json:"status" jsonschema:"online (its agent is connected), offline, or revoked (its agent's certificate was revoked: it will not return)"`
+	Status        string          `json:"status" jsonschema:"online (its agent is connected), reconnecting (the coordinator restarted a moment ago and this agent, connected before, has not dialled again yet), offline, or revoked (its agent's certificate was revoked: it will not return)"`
 	District      string          `json:"district,omitempty" jsonschema:"the district the agent declared"`
 	AgentVersion  string          `json:"agentVersion,omitempty"`
 	Commands      CommandsView    `json:"commands" jsonschema:"whether this server's agent runs approved commands, and as whom"`
@@ -127,48 +156,162 @@ func addListServers(s *mcp.Server, d Deps) {
 	mcp.AddTool(s, &mcp.Tool{
 		Name:  "list_servers",
 		Title: "List servers",
-		Description: "List every server in the fleet with its live state: online or offline, OS, CPU and load, memory, disks, uptime, " +
+		Description: "List the servers in the fleet with their live state: online, reconnecting, offline or revoked, OS, CPU and load, memory, disks, uptime, " +
 			"listening ports with their processes, containers, failed systemd units, pending (and security) updates, and gaps — " +
-			"facts its agent could not collect, with the reason. Call it first to see what exists.",
+			"facts its agent could not collect, with the reason. Call it first to see what exists. " +
+			"It answers one page of at most 200 servers sorted by name (limit up to 1000); online and total count the whole fleet, matched the servers that pass the filters. " +
+			"On a large fleet narrow it with name, district or status (incident_report tells what is broken), " +
+			"and when truncated is true call again with after set to nextAfter for the next page.",
 		Annotations:  readOnly("List servers"),
 		OutputSchema: outputSchema[ListServersOutput](),
-	}, func(ctx context.Context, req *mcp.CallToolRequest, _ NoInput) (*mcp.CallToolResult, ListServersOutput, error) {
-		now := time.Now()
-		out := ListServersOutput{Servers: []ServerView{}, GeneratedAt: now.UTC().Format(time.RFC3339)}
-		agents, err := d.Store.Agents(ctx)
-		if err != nil {
-			return nil, out, fmt.Errorf("reading the enrolled agents failed (%v); retry in a moment", err)
-		}
-		enrolled := map[string]store.Agent{}
-		for _, a := range agents {
-			enrolled[a.Name] = a
-		}
-		for _, srv := range d.Fleet.Servers() {
-			v := viewServer(srv, now)
-			if a, ok := enrolled[srv.Name]; ok && a.Revoked() {
-				v.Status = "revoked"
-				v.Gaps = append(v.Gaps, GapView{Check: "agent", Reason: "its certificate was revoked at " + rfc3339(a.RevokedAt) + "; the facts are its last report"})
-			}
-			delete(enrolled, srv.Name)
-			if v.Status == fleet.StatusOnline {
-				out.Online++
-			}
-			out.Servers = append(out.Servers, v)
-		}
-		// Enrolled but never connected: listed, so that a missing server is
-		// visible rather than absent.
-		for _, a := range agents {
-			if _, ok := enrolled[a.Name]; !ok || a.Revoked() {
-				continue
-			}
-			v := viewServer(fleet.Server{Name: a.Name}, now)
-			v.Gaps = append(v.Gaps, GapView{Check: "agent", Reason: "enrolled at " + rfc3339(a.EnrolledAt) + " but never connected: is gridcity-agent running there, and can it reach the coordinator?"})
-			out.Servers = append(out.Servers, v)
-		}
-		sort.Slice(out.Servers, func(i, j int) bool { return out.Servers[i].Name < out.Servers[j].Name })
-		out.Total = len(out.Servers)
-		return nil, out, nil
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in ListServersInput) (*mcp.CallToolResult, ListServersOutput, error) {
+		out, err := listServers(ctx, d, in, time.Now())
+		return nil, out, err
 	})
+}
+
+// listed is one server of the fleet before its page is chosen: enough to
+// filter and sort it, none of its state.
+type listed struct {
+	name, status, district string
+	// agent is its enrolment when it was revoked or never connected.
+	agent *store.Agent
+	// connected: the fleet knows it (it connected at least once).
+	connected bool
+}
+
+// listServers filters and sorts the fleet on names, statuses and districts
+// alone and builds the views of one page: a view copies the server's state
+// and a page is at most maxServersLimit, however large the fleet.
+func listServers(ctx context.Context, d Deps, in ListServersInput, now time.Time) (ListServersOutput, error) {
+	out := ListServersOutput{Servers: []ServerView{}, GeneratedAt: now.UTC().Format(time.RFC3339)}
+	status := strings.ToLower(strings.TrimSpace(in.Status))
+	if status != "" && !slices.Contains(serverStatuses, status) {
+		return out, fmt.Errorf("unknown status %q; status is one of %s (or leave it out for every server)", in.Status, strings.Join(serverStatuses, ", "))
+	}
+	limit := in.Limit
+	if limit <= 0 {
+		limit = defaultServersLimit
+	}
+	limit = min(limit, maxServersLimit)
+
+	agents, err := d.Store.Agents(ctx)
+	if err != nil {
+		return out, fmt.Errorf("reading the enrolled agents failed (%v); retry in a moment", err)
+	}
+	enrolled := make(map[string]*store.Agent, len(agents))
+	for i := range agents {
+		enrolled[agents[i].Name] = &agents[i]
+	}
+	heads := d.Fleet.Headings()
+	all := make([]listed, 0, len(heads))
+	for _, h := range heads {
+		l := listed{name: h.Name, status: h.Status(), district: h.District, connected: true}
+		if a := enrolled[h.Name]; a != nil && a.Revoked() {
+			l.status, l.agent = statusRevoked, a
+		}
+		delete(enrolled, h.Name)
+		all = append(all, l)
+	}
+	// Enrolled but never connected: listed, as offline, so that a missing
+	// server is visible rather than absent.
+	for _, a := range enrolled {
+		if !a.Revoked() {
+			all = append(all, listed{name: a.Name, status: fleet.StatusOffline, agent: a})
+		}
+	}
+	if len(all) > len(heads) {
+		slices.SortFunc(all, func(a, b listed) int { return strings.Compare(a.name, b.name) })
+	}
+
+	inDistrict, err := districtFilter(d, in.District, all)
+	if err != nil {
+		return out, err
+	}
+	name := strings.ToLower(in.Name)
+	match := func(l listed) bool {
+		return (status == "" || l.status == status) &&
+			(name == "" || strings.Contains(strings.ToLower(l.name), name)) &&
+			(inDistrict == nil || inDistrict(l))
+	}
+	var page []listed
+	for _, l := range all {
+		if l.status == fleet.StatusOnline {
+			out.Online++
+		}
+		if !match(l) {
+			continue
+		}
+		out.Matched++
+		switch {
+		case in.After != "" && l.name <= in.After:
+		case len(page) < limit:
+			page = append(page, l)
+		default:
+			out.Truncated = true
+		}
+	}
+	out.Total = len(all)
+	if out.Truncated {
+		out.NextAfter = page[len(page)-1].name
+	}
+
+	for _, l := range page {
+		if !l.connected {
+			v := viewServer(fleet.Server{Name: l.name}, now)
+			v.Gaps = append(v.Gaps, GapView{Check: "agent", Reason: "enrolled at " + rfc3339(l.agent.EnrolledAt) + " but never connected: is gridcity-agent running there, and can it reach the coordinator?"})
+			out.Servers = append(out.Servers, v)
+			continue
+		}
+		// Servers are never removed from the fleet; the copy may be a
+		// moment newer than the heading the page was chosen by.
+		srv, _ := d.Fleet.Server(l.name)
+		v := viewServer(srv, now)
+		if l.status == statusRevoked {
+			v.Status = statusRevoked
+			v.Gaps = append(v.Gaps, GapView{Check: "agent", Reason: "its certificate was revoked at " + rfc3339(l.agent.RevokedAt) + "; the facts are its last report"})
+		}
+		out.Servers = append(out.Servers, v)
+	}
+	return out, nil
+}
+
+// districtFilter tells which servers are in the district named: those whose
+// agent declares it and the members the config gives it, as get_topology
+// has them. Nil without a district; an error naming the districts there are
+// when no server declares it and the config does not have it.
+func districtFilter(d Deps, district string, all []listed) (func(listed) bool, error) {
+	if district == "" {
+		return nil, nil
+	}
+	members := map[string]bool{}
+	known := false
+	var cfgIDs []string
+	if d.Topology != nil {
+		for _, dd := range d.Topology.Config().Districts {
+			cfgIDs = append(cfgIDs, dd.ID)
+			if strings.EqualFold(dd.ID, district) || strings.EqualFold(dd.Name, district) {
+				known = true
+				for _, m := range dd.Members {
+					members[m] = true
+				}
+			}
+		}
+	}
+	declares := func(l listed) bool { return l.district != "" && strings.EqualFold(l.district, district) }
+	if !known && !slices.ContainsFunc(all, declares) {
+		ids := map[string]bool{}
+		for _, id := range cfgIDs {
+			ids[id] = true
+		}
+		for _, l := range all {
+			if l.district != "" {
+				ids[l.district] = true
+			}
+		}
+		return nil, fmt.Errorf("unknown district %q; districts: %s", district, closeMatches(district, slices.Sorted(maps.Keys(ids))))
+	}
+	return func(l listed) bool { return members[l.name] || declares(l) }, nil
 }
 
 func rfc3339(t time.Time) string {
@@ -239,7 +382,12 @@ func viewServer(srv fleet.Server, now time.Time) ServerView {
 	if srv.Online && srv.State.GetCollectedUnixMs() == 0 {
 		v.Gaps = append(v.Gaps, GapView{Check: "agent", Reason: "connected; its first state has not arrived yet"})
 	}
-	if !srv.Online && srv.State.GetCollectedUnixMs() > 0 {
+	switch {
+	case srv.Online || srv.State.GetCollectedUnixMs() == 0:
+	case srv.Reconnecting:
+		v.Gaps = append(v.Gaps, GapView{Check: "agent", Reason: "the coordinator restarted at " + rfc3339(srv.Restarted) + " and this agent has not reconnected yet (expected by " +
+			rfc3339(srv.GraceEnds) + "); the facts above are its last report, from " + v.LastSeen})
+	default:
 		v.Gaps = append(v.Gaps, GapView{Check: "agent", Reason: "agent offline since " + v.LastSeen + "; the facts above are its last report"})
 	}
 	return v

@@ -1,0 +1,332 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
+
+	"github.com/gridcity/gridcity/coordinator/internal/config"
+	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/store"
+	"github.com/gridcity/gridcity/coordinator/internal/topology"
+)
+
+// listServers calls list_servers and decodes its answer; res is the raw
+// result, for the error cases.
+func callListServers(t *testing.T, cs *mcp.ClientSession, args map[string]any) (ListServersOutput, *mcp.CallToolResult) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "list_servers", Arguments: args})
+	if err != nil {
+		t.Fatalf("list_servers(%v): %v", args, err)
+	}
+	var out ListServersOutput
+	if res.IsError {
+		return out, res
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out, res
+}
+
+func names(servers []ServerView) []string {
+	out := []string{}
+	for _, s := range servers {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// lightFleet is benchFleet's fleet with little state, so that the views of
+// a thousand servers are cheap: paging does not look at the state.
+func lightFleet(t *testing.T, n int) Deps {
+	t.Helper()
+	return fleetOf(t, n, func(_ *rand.Rand, i int, now time.Time) *gridcityv1.StateUpdate {
+		return &gridcityv1.StateUpdate{Full: true, CollectedUnixMs: now.UnixMilli(), Host: &gridcityv1.HostInfo{Hostname: fmt.Sprintf("sim-%05d", i+1)}}
+	})
+}
+
+// smallFleet: api-1 online without a district; db-1 offline, a member of
+// the config's district shop; web-1 online declaring shop; web-2 online
+// declaring blog; old-1 declaring blog, revoked; new-1 enrolled, never
+// connected.
+func smallFleet(t *testing.T) Deps {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.OpenSQLite(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	logger := slog.New(slog.DiscardHandler)
+	f, err := fleet.New(ctx, st, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	es := enrolledStore{Store: st}
+	for _, s := range []struct {
+		name, district  string
+		online, revoked bool
+	}{
+		{"api-1", "", true, false}, {"db-1", "", false, false}, {"web-1", "shop", true, false},
+		{"web-2", "blog", true, false}, {"old-1", "blog", false, true},
+	} {
+		id := f.Connect(&gridcityv1.Hello{Name: s.name, District: s.district})
+		f.Apply(s.name, id, &gridcityv1.StateUpdate{Full: true, CollectedUnixMs: now.UnixMilli(), Host: &gridcityv1.HostInfo{Hostname: s.name}})
+		if !s.online {
+			f.Disconnect(s.name, id)
+		}
+		a := store.Agent{Name: s.name, EnrolledAt: now}
+		if s.revoked {
+			a.RevokedAt = now
+		}
+		es.agents = append(es.agents, a)
+	}
+	es.agents = append(es.agents, store.Agent{Name: "new-1", EnrolledAt: now})
+	cfg := config.Default()
+	cfg.Districts = []config.District{{ID: "shop", Name: "Shop", Members: []string{"db-1", "shop-lb"}}}
+	return Deps{Fleet: f, Store: es, Topology: topology.New(cfg, f, nil), Logger: logger}
+}
+
+func TestListServersFilters(t *testing.T) {
+	cs := memSession(t, smallFleet(t))
+	for _, tc := range []struct {
+		args      map[string]any
+		want      []string
+		matched   int
+		nextAfter string
+	}{
+		{map[string]any{}, []string{"api-1", "db-1", "new-1", "old-1", "web-1", "web-2"}, 6, ""},
+		{map[string]any{"name": "WEB"}, []string{"web-1", "web-2"}, 2, ""},
+		{map[string]any{"name": "-1"}, []string{"api-1", "db-1", "new-1", "old-1", "web-1"}, 5, ""},
+		{map[string]any{"district": "shop"}, []string{"db-1", "web-1"}, 2, ""}, // a config member and a declared one
+		{map[string]any{"district": "SHOP"}, []string{"db-1", "web-1"}, 2, ""},
+		{map[string]any{"district": "blog"}, []string{"old-1", "web-2"}, 2, ""}, // declared only
+		{map[string]any{"status": "online"}, []string{"api-1", "web-1", "web-2"}, 3, ""},
+		{map[string]any{"status": "offline"}, []string{"db-1", "new-1"}, 2, ""}, // never connected counts offline
+		{map[string]any{"status": "Revoked"}, []string{"old-1"}, 1, ""},
+		{map[string]any{"status": "online", "district": "shop"}, []string{"web-1"}, 1, ""},
+		{map[string]any{"name": "web", "status": "offline"}, []string{}, 0, ""},
+		{map[string]any{"after": "db-1"}, []string{"new-1", "old-1", "web-1", "web-2"}, 6, ""},
+		{map[string]any{"after": "zzz"}, []string{}, 6, ""},
+		{map[string]any{"limit": 2}, []string{"api-1", "db-1"}, 6, "db-1"},
+		{map[string]any{"limit": 2, "after": "db-1"}, []string{"new-1", "old-1"}, 6, "old-1"},
+		{map[string]any{"limit": 2, "after": "old-1"}, []string{"web-1", "web-2"}, 6, ""},
+		{map[string]any{"district": "shop", "limit": 1}, []string{"db-1"}, 2, "db-1"},
+		{map[string]any{"status": "", "name": "", "district": "", "after": ""}, []string{"api-1", "db-1", "new-1", "old-1", "web-1", "web-2"}, 6, ""},
+	} {
+		out, res := callListServers(t, cs, tc.args)
+		if res.IsError {
+			t.Errorf("list_servers(%v): error %+v", tc.args, res.Content)
+			continue
+		}
+		if got := names(out.Servers); !slices.Equal(got, tc.want) {
+			t.Errorf("list_servers(%v) = %v; want %v", tc.args, got, tc.want)
+		}
+		if out.Matched != tc.matched || out.NextAfter != tc.nextAfter || out.Truncated != (tc.nextAfter != "") {
+			t.Errorf("list_servers(%v): matched %d, truncated %v, nextAfter %q; want %d, %v, %q", tc.args, out.Matched, out.Truncated, out.NextAfter,
+				tc.matched, tc.nextAfter != "", tc.nextAfter)
+		}
+		if out.Online != 3 || out.Total != 6 {
+			t.Errorf("list_servers(%v): online %d of %d; want 3 of 6 whatever the filters", tc.args, out.Online, out.Total)
+		}
+	}
+}
+
+func TestListServersStatuses(t *testing.T) {
+	cs := memSession(t, smallFleet(t))
+	out, _ := callListServers(t, cs, map[string]any{})
+	got := map[string]string{}
+	for _, s := range out.Servers {
+		got[s.Name] = s.Status
+	}
+	want := map[string]string{"api-1": "online", "db-1": "offline", "new-1": "offline", "old-1": "revoked", "web-1": "online", "web-2": "online"}
+	for n, st := range want {
+		if got[n] != st {
+			t.Errorf("%s is %q; want %q", n, got[n], st)
+		}
+	}
+	if s := out.Servers[slices.Index(names(out.Servers), "new-1")]; len(s.Gaps) != 1 || !strings.Contains(s.Gaps[0].Reason, "never connected") {
+		t.Errorf("new-1 gaps %+v; want one saying it never connected", s.Gaps)
+	}
+	if s := out.Servers[slices.Index(names(out.Servers), "old-1")]; !slices.ContainsFunc(s.Gaps, func(g GapView) bool { return strings.Contains(g.Reason, "revoked") }) {
+		t.Errorf("old-1 gaps %+v; want one saying its certificate was revoked", s.Gaps)
+	}
+}
+
+func TestListServersBadInput(t *testing.T) {
+	cs := memSession(t, smallFleet(t))
+	for _, tc := range []struct {
+		args map[string]any
+		want []string // in the error text
+	}{
+		{map[string]any{"status": "down"}, []string{`unknown status "down"`, "online, reconnecting, offline, revoked"}},
+		{map[string]any{"district": "shpo"}, []string{`unknown district "shpo"`, "shop"}},
+		{map[string]any{"colour": "red"}, []string{"colour"}},
+	} {
+		_, res := callListServers(t, cs, tc.args)
+		if !res.IsError {
+			t.Errorf("list_servers(%v) answered; want an error", tc.args)
+			continue
+		}
+		text := res.Content[0].(*mcp.TextContent).Text
+		for _, w := range tc.want {
+			if !strings.Contains(text, w) {
+				t.Errorf("list_servers(%v) error %q; want it to say %q", tc.args, text, w)
+			}
+		}
+	}
+}
+
+// Reading page after page visits every server once, in order, even when
+// servers connect between the pages: after is a name, not an offset.
+func TestListServersPaging(t *testing.T) {
+	const n = 450
+	d := lightFleet(t, n) // with offline, revoked and never-connected servers
+	cs := memSession(t, d)
+	for _, tc := range []struct {
+		args  map[string]any
+		pages int
+		want  func(ServerView) bool
+	}{
+		{map[string]any{}, 3, nil},
+		{map[string]any{"limit": 100}, 5, nil},
+		{map[string]any{"limit": 3, "status": "offline"}, 2, func(s ServerView) bool { return s.Status == "offline" }}, // 42, 142 … 442 and 250
+		{map[string]any{"limit": 3, "status": "revoked"}, 1, func(s ServerView) bool { return s.Status == "revoked" }},
+		{map[string]any{"limit": 10, "name": "sim-001"}, 10, func(s ServerView) bool { return strings.HasPrefix(s.Name, "sim-001") }},
+	} {
+		var seen []string
+		pages, matched := 0, -1
+		args := tc.args
+		for after := ""; ; pages++ {
+			args["after"] = after
+			out, res := callListServers(t, cs, args)
+			if res.IsError {
+				t.Fatalf("list_servers(%v): %+v", args, res.Content)
+			}
+			if matched == -1 {
+				matched = out.Matched
+			} else if out.Matched != matched {
+				t.Errorf("list_servers(%v): matched %d; the first page said %d", args, out.Matched, matched)
+			}
+			for _, s := range out.Servers {
+				if tc.want != nil && !tc.want(s) {
+					t.Errorf("list_servers(%v) listed %s (%s)", args, s.Name, s.Status)
+				}
+			}
+			seen = append(seen, names(out.Servers)...)
+			if out.Truncated != (out.NextAfter != "") {
+				t.Fatalf("list_servers(%v): truncated %v with nextAfter %q", args, out.Truncated, out.NextAfter)
+			}
+			if out.NextAfter == "" {
+				break
+			}
+			if out.NextAfter != seen[len(seen)-1] {
+				t.Fatalf("list_servers(%v): nextAfter %q; want the page's last server, %s", args, out.NextAfter, seen[len(seen)-1])
+			}
+			after = out.NextAfter
+		}
+		pages++
+		if len(seen) != matched || !slices.IsSorted(seen) || len(slices.Compact(slices.Clone(seen))) != len(seen) {
+			t.Errorf("list_servers(%v): %d pages listed %d servers (sorted and once each: %v); matched %d", tc.args, pages, len(seen),
+				slices.IsSorted(seen) && len(slices.Compact(slices.Clone(seen))) == len(seen), matched)
+		}
+		if pages != tc.pages {
+			t.Errorf("list_servers(%v): %d pages; want %d", tc.args, pages, tc.pages)
+		}
+		if tc.want == nil && len(seen) != n {
+			t.Errorf("list_servers(%v): %d servers over all pages; want all %d", tc.args, len(seen), n)
+		}
+	}
+
+	// Servers connecting between pages: the one sorting before the page
+	// read next is left out, the one after it is listed; nothing else moves.
+	out, _ := callListServers(t, cs, map[string]any{"limit": 150})
+	for _, name := range []string{"sim-00001a", "sim-00300a"} {
+		id := d.Fleet.Connect(&gridcityv1.Hello{Name: name})
+		d.Fleet.Apply(name, id, &gridcityv1.StateUpdate{Full: true, CollectedUnixMs: time.Now().UnixMilli()})
+	}
+	seen := names(out.Servers)
+	for after := out.NextAfter; after != ""; after = out.NextAfter {
+		out, _ = callListServers(t, cs, map[string]any{"limit": 150, "after": after})
+		seen = append(seen, names(out.Servers)...)
+	}
+	if len(seen) != n+1 || slices.Contains(seen, "sim-00001a") || !slices.Contains(seen, "sim-00300a") {
+		t.Errorf("with two servers joining between pages: %d servers listed (sim-00001a %v, sim-00300a %v); want %d without the first, with the second",
+			len(seen), slices.Contains(seen, "sim-00001a"), slices.Contains(seen, "sim-00300a"), n+1)
+	}
+}
+
+// A limit of 0 or less means the default; one above the maximum is taken
+// as the maximum rather than refused, and the answer says it is truncated.
+func TestListServersLimits(t *testing.T) {
+	cs := memSession(t, lightFleet(t, 1001))
+	for _, tc := range []struct {
+		args map[string]any
+		want int
+	}{
+		{map[string]any{}, defaultServersLimit},
+		{map[string]any{"limit": 0}, defaultServersLimit},
+		{map[string]any{"limit": -5}, defaultServersLimit},
+		{map[string]any{"limit": 1}, 1},
+		{map[string]any{"limit": 5000}, maxServersLimit},
+	} {
+		out, res := callListServers(t, cs, tc.args)
+		if res.IsError {
+			t.Fatalf("list_servers(%v): %+v", tc.args, res.Content)
+		}
+		if len(out.Servers) != tc.want || !out.Truncated || out.NextAfter != out.Servers[len(out.Servers)-1].Name || out.Matched != 1001 || out.Total != 1001 {
+			t.Errorf("list_servers(%v): %d servers, truncated %v, nextAfter %q, matched %d of %d; want %d, true, the last one's name, 1001 of 1001",
+				tc.args, len(out.Servers), out.Truncated, out.NextAfter, out.Matched, out.Total, tc.want)
+		}
+	}
+}
+
+// Up to 200 servers, a call without arguments lists every one, as before
+// list_servers had pages; from 201 it is the first page.
+func TestListServersWithoutArgumentsUpTo200(t *testing.T) {
+	for _, n := range []int{200, 201} {
+		cs := memSession(t, lightFleet(t, n))
+		out, _ := callListServers(t, cs, map[string]any{})
+		want := min(n, defaultServersLimit)
+		if len(out.Servers) != want || out.Total != n || out.Matched != n || out.Truncated != (n > want) {
+			t.Errorf("%d servers: listed %d of %d (matched %d, truncated %v); want %d", n, len(out.Servers), out.Total, out.Matched, out.Truncated, want)
+		}
+		for i, s := range out.Servers {
+			if w := fmt.Sprintf("sim-%05d", i+1); s.Name != w {
+				t.Fatalf("%d servers: server %d is %s; want %s", n, i, s.Name, w)
+			}
+		}
+	}
+}
+
+// The servers resource and the one-server template read list_servers page
+// by page, so they hold more servers than one page.
+func TestServerResourcesPastOnePage(t *testing.T) {
+	const n = 1001
+	cs := memSession(t, lightFleet(t, n))
+	var idx ServerIndex
+	readJSON(t, cs, uriServers, &idx)
+	if len(idx.Servers) != n || idx.Total != n || idx.Servers[n-1].Name != "sim-01001" {
+		t.Errorf("%s lists %d of %d servers; want all %d", uriServers, len(idx.Servers), idx.Total, n)
+	}
+	for _, name := range []string{"sim-00001", "sim-01001"} {
+		var v ServerView
+		readJSON(t, cs, serverURI(name), &v)
+		if v.Name != name {
+			t.Errorf("%s is %q", serverURI(name), v.Name)
+		}
+	}
+}
