@@ -29,10 +29,12 @@ type defensesCollector struct {
 	fsys       fs.FS  // where sshdConfig is read
 	sshdConfig string // sshd's main config file
 	run        defense.Runner
+	find       func(tool string) (string, bool) // findTool, for hostTool
 }
 
 func newDefensesCollector(cfg Config, _ *slog.Logger) collector {
-	c := &defensesCollector{fsys: os.DirFS("/"), sshdConfig: cfg.SSHDConfig, run: hostTool}
+	c := &defensesCollector{fsys: os.DirFS("/"), sshdConfig: cfg.SSHDConfig, find: findTool}
+	c.run = c.hostTool
 	if !filepath.IsAbs(c.sshdConfig) {
 		// A fixture's path, relative to the working directory.
 		c.fsys = os.DirFS(".")
@@ -96,11 +98,19 @@ func cleanFirewall(fw *gridcityv1.Firewall) *gridcityv1.Firewall {
 var toolDirs = []string{"/usr/sbin", "/usr/bin", "/sbin", "/bin"}
 
 // hostTool is the collector's defense.Runner: the tool found in toolDirs,
-// run by runner.Query.
-func hostTool(ctx context.Context, maxBytes int, tool string, args ...string) ([]byte, error) {
-	path, ok := findTool(tool)
+// run by runner.Query. fail2ban-client is not started when fail2ban's
+// server is plainly down (its socket is missing): it is a Python program,
+// and asking it every collection only to hear that cost the agent
+// more CPU than all its other collectors together.
+func (c *defensesCollector) hostTool(ctx context.Context, maxBytes int, tool string, args ...string) ([]byte, error) {
+	path, ok := c.find(tool)
 	if !ok {
 		return nil, fmt.Errorf("%s: %w", tool, defense.ErrNotInstalled)
+	}
+	if tool == "fail2ban-client" {
+		if err := defense.Fail2banStopped(c.fsys); err != nil {
+			return nil, err
+		}
 	}
 	out, _, err := runner.Query(ctx, maxBytes, append([]string{path}, args...)...)
 	return out, err

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -131,6 +133,8 @@ func TestDefensesCanceled(t *testing.T) {
 
 func TestHostTool(t *testing.T) {
 	ctx := context.Background()
+	c := &defensesCollector{fsys: fstest.MapFS{}, find: findTool}
+	hostTool := c.hostTool
 	if _, err := hostTool(ctx, 1<<10, "gridcity-no-such-tool"); !errors.Is(err, defense.ErrNotInstalled) || err.Error() != "gridcity-no-such-tool: not installed" {
 		t.Errorf("missing tool: got %v; want gridcity-no-such-tool: not installed", err)
 	}
@@ -142,5 +146,48 @@ func TestHostTool(t *testing.T) {
 	var exitErr *runner.ExitError
 	if _, err := hostTool(ctx, 1<<10, "false"); !errors.As(err, &exitErr) || !strings.HasSuffix(exitErr.Argv0, "/false") {
 		t.Errorf("false: got %v; want an ExitError naming its path", err)
+	}
+}
+
+// fail2ban-client is not started while fail2ban's socket is missing, and is
+// once it is there; a host without fail2ban-client still says "not
+// installed".
+func TestHostToolSkipsAStoppedFail2ban(t *testing.T) {
+	ctx := context.Background()
+	fsys := fstest.MapFS{}
+	installed := true
+	// fail2ban-client stands for itself with echo, which shows it ran.
+	c := &defensesCollector{fsys: fsys, find: func(tool string) (string, bool) {
+		if tool == "fail2ban-client" {
+			p, _ := findTool("echo")
+			return p, installed
+		}
+		return findTool(tool)
+	}}
+	out, err := c.hostTool(ctx, 1<<10, "fail2ban-client", "banned")
+	if !errors.Is(err, defense.ErrFail2banStopped) || out != nil || !strings.Contains(err.Error(), defense.DefaultFail2banSocket+" does not exist") {
+		t.Errorf("without its socket: got %q, %v; want ErrFail2banStopped naming the socket, and nothing run", out, err)
+	}
+	fsys["var/run/fail2ban/fail2ban.sock"] = &fstest.MapFile{Mode: fs.ModeSocket | 0o600}
+	if out, err := c.hostTool(ctx, 1<<10, "fail2ban-client", "banned"); err != nil || string(out) != "banned\n" {
+		t.Errorf("with its socket: got %q, %v; want it run", out, err)
+	}
+	installed = false
+	if _, err := c.hostTool(ctx, 1<<10, "fail2ban-client", "banned"); !errors.Is(err, defense.ErrNotInstalled) {
+		t.Errorf("not installed: got %v; want ErrNotInstalled", err)
+	}
+
+	// Through the collector, a stopped fail2ban is a gap that says so.
+	cfg := Config{SSHDConfig: defensesFixture}.withDefaults()
+	d := newDefensesCollector(cfg, nil).(*defensesCollector)
+	d.fsys, d.find = fstest.MapFS{}, c.find
+	installed = true
+	var u gridcityv1.StateUpdate
+	n := &notes{name: "defenses"}
+	if err := d.update(ctx, &u, n); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(n.gaps); !strings.Contains(got, "fail2ban is not running: its socket "+defense.DefaultFail2banSocket+" does not exist") {
+		t.Errorf("gaps %s; want one saying fail2ban is not running", got)
 	}
 }
