@@ -83,11 +83,13 @@ type Server struct {
 }
 
 // Status is "online", "reconnecting" or "offline".
-func (s Server) Status() string {
+func (s Server) Status() string { return status(s.Online, s.Reconnecting) }
+
+func status(online, reconnecting bool) string {
 	switch {
-	case s.Online:
+	case online:
 		return StatusOnline
-	case s.Reconnecting:
+	case reconnecting:
 		return StatusReconnecting
 	}
 	return StatusOffline

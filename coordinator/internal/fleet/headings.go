@@ -16,15 +16,7 @@ type Heading struct {
 }
 
 // Status is "online", "reconnecting" or "offline", as the server's.
-func (h Heading) Status() string {
-	switch {
-	case h.Online:
-		return StatusOnline
-	case h.Reconnecting:
-		return StatusReconnecting
-	}
-	return StatusOffline
-}
+func (h Heading) Status() string { return status(h.Online, h.Reconnecting) }
 
 // Headings returns every server's heading, sorted by name. Unlike Servers
 // it copies no state (a copy costs microseconds: tens of milliseconds on a
