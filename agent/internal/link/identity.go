@@ -17,12 +17,14 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/gridcity/gridcity/agent/internal/atomicfile"
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -182,7 +184,7 @@ func Enroll(ctx context.Context, dir string, jl gridcityv1.JoinLine, name, versi
 	if err != nil {
 		return nil, err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, err := enrollKey(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -234,5 +236,42 @@ func Enroll(ctx context.Context, dir string, jl gridcityv1.JoinLine, name, versi
 	if err := id.save(dir); err != nil {
 		return nil, err
 	}
+	if err := os.Remove(filepath.Join(dir, enrollKeyFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("enrolled, but the enrollment key could not be removed: %w", err)
+	}
 	return id, nil
+}
+
+// enrollKeyFile keeps the key of an enrollment that has not finished, so
+// that asking again — a retry, or the agent started again — asks with the
+// same key. The coordinator recognizes it and answers again: the first
+// answer may have been lost after the coordinator recorded the enrollment,
+// and a one-time token would otherwise be spent on nothing.
+const enrollKeyFile = "enroll-key.pem"
+
+// enrollKey returns the key kept in dir for an unfinished enrollment, or a
+// new one, written there (0600, durably) before it is used.
+func enrollKey(dir string) (*ecdsa.PrivateKey, error) {
+	path := filepath.Join(dir, enrollKeyFile)
+	if b, err := os.ReadFile(path); err == nil {
+		if blk, _ := pem.Decode(b); blk != nil && blk.Type == "EC PRIVATE KEY" {
+			if key, err := x509.ParseECPrivateKey(blk.Bytes); err == nil {
+				return key, nil
+			}
+		}
+		// Damaged (a disk error): a new key is as good, the coordinator
+		// just cannot tell this is the same agent asking again.
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := atomicfile.Write(dir, enrollKeyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})); err != nil {
+		return nil, fmt.Errorf("keep the enrollment key in %s: %w", dir, err)
+	}
+	return key, nil
 }

@@ -190,8 +190,12 @@ func (s *Server) Enroll(ctx context.Context, req *gridcityv1.EnrollRequest) (*gr
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "enrollment of %q refused: %v", req.GetName(), err)
 	}
+	key, err := pki.PublicKeySHA256(der)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "enrollment of %q: %v", req.GetName(), err)
+	}
 	now := s.now()
-	err = s.store.Enroll(ctx, HashToken(req.GetJoinToken()), now, store.Agent{Name: req.GetName(), Serial: serial, EnrolledAt: now})
+	again, err := s.store.Enroll(ctx, HashToken(req.GetJoinToken()), now, store.Agent{Name: req.GetName(), Serial: serial, EnrolledAt: now, Key: key})
 	switch {
 	case errors.Is(err, store.ErrTokenUnknown):
 		return nil, status.Error(codes.Unauthenticated, "join token unknown: it was mistyped or belongs to another coordinator; run `gridcity join` for a new one")
@@ -207,7 +211,14 @@ func (s *Server) Enroll(ctx context.Context, req *gridcityv1.EnrollRequest) (*gr
 		s.logger.Error("enrollment failed", "server", req.GetName(), "err", err)
 		return nil, status.Error(codes.Unavailable, "enrollment could not be recorded right now (see the coordinator's log); retry shortly")
 	}
-	s.logger.Info("agent enrolled", "server", req.GetName(), "serial", serial, "version", req.GetAgentVersion())
+	if again {
+		// The agent's first answer was lost (a timeout, a cut
+		// connection): the same key asked again, and gets a new
+		// certificate in place of the one it never received.
+		s.logger.Info("agent enrolled again with the same key; the answer to its first enrollment did not reach it", "server", req.GetName(), "serial", serial)
+	} else {
+		s.logger.Info("agent enrolled", "server", req.GetName(), "serial", serial, "version", req.GetAgentVersion())
+	}
 	return &gridcityv1.EnrollResponse{CertificateDer: der, CaDer: s.ca.Cert().Raw, ServerName: pki.ServerName}, nil
 }
 

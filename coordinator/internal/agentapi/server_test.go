@@ -100,6 +100,11 @@ func (h *harness) dial(cert *tls.Certificate, opts ...grpc.DialOption) *grpc.Cli
 // enroll runs an enrollment and returns the client certificate, or the error.
 func (h *harness) enroll(token, name string) (*tls.Certificate, error) {
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	return h.enrollWith(key, token, name)
+}
+
+// enrollWith is enroll with the agent's key given.
+func (h *harness) enrollWith(key *ecdsa.PrivateKey, token, name string) (*tls.Certificate, error) {
 	csr, _ := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: name}}, key)
 	resp, err := gridcityv1.NewAgentServiceClient(h.dial(nil)).Enroll(context.Background(), &gridcityv1.EnrollRequest{JoinToken: token, Name: name, CsrDer: csr})
 	if err != nil {
@@ -162,6 +167,38 @@ func TestEnrollRefusals(t *testing.T) {
 	agents, _ := h.st.Agents(context.Background())
 	if len(agents) != 2 {
 		t.Fatalf("got %d agents; want 2 (web-1, web-3)", len(agents))
+	}
+}
+
+// An agent whose enrollment answer was lost asks again with the same key
+// and token: it gets a new certificate, which connects, while the one it
+// never received does not. The used token still refuses another key.
+func TestEnrollAgainAfterALostAnswer(t *testing.T) {
+	h := newHarness(t, nil)
+	tok := h.joinToken(time.Hour, true)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	lost, err := h.enrollWith(key, tok, "web-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.enrollWith(key, tok, "web-1")
+	if err != nil {
+		t.Fatalf("the same agent asking again: %v; want a certificate", err)
+	}
+	s := connect(t, h.dial(got))
+	s.Send(hello("web-1"))
+	if m, err := s.Recv(); err != nil || m.GetSettings() == nil {
+		t.Fatalf("the new certificate: %v, %v; want settings", m, err)
+	}
+	old := connect(t, h.dial(lost))
+	old.Send(hello("web-1"))
+	_, err = old.Recv()
+	wantCode(t, err, codes.PermissionDenied, "replaced by a newer enrollment")
+
+	_, err = h.enroll(tok, "web-1") // another key
+	wantCode(t, err, codes.Unauthenticated, "already used")
+	if agents, _ := h.st.Agents(context.Background()); len(agents) != 1 {
+		t.Fatalf("agents %+v; want web-1 once", agents)
 	}
 }
 

@@ -117,7 +117,7 @@ func TestListServers(t *testing.T) {
 	now := time.Now()
 	for _, n := range []string{"new-1", "old-1"} {
 		e.st.CreateJoinToken(ctx, store.JoinToken{Hash: []byte(n), CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
-		if err := e.st.Enroll(ctx, []byte(n), now, store.Agent{Name: n, Serial: "01", EnrolledAt: now}); err != nil {
+		if _, err := e.st.Enroll(ctx, []byte(n), now, store.Agent{Name: n, Serial: "01", EnrolledAt: now}); err != nil {
 			t.Fatal(err)
 		}
 	}

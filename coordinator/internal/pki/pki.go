@@ -9,6 +9,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -184,6 +185,17 @@ func (ca *CA) SignAgent(csrDER []byte, name string) ([]byte, string, error) {
 		return nil, "", fmt.Errorf("issue agent certificate: %w", err)
 	}
 	return der, SerialHex(serial), nil
+}
+
+// PublicKeySHA256 is the SHA-256 of a certificate's public key (its
+// SubjectPublicKeyInfo): what tells one agent's key from another's.
+func PublicKeySHA256(certDER []byte) ([]byte, error) {
+	c, err := x509.ParseCertificate(certDER)
+	if err != nil {
+		return nil, fmt.Errorf("read certificate: %w", err)
+	}
+	sum := sha256.Sum256(c.RawSubjectPublicKeyInfo)
+	return sum[:], nil
 }
 
 // SerialHex formats a certificate serial as stored.

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -128,6 +129,10 @@ var migrations = []string{
 	);
 	CREATE UNIQUE INDEX incidents_open_target ON incidents(target) WHERE ended_at = 0;
 	CREATE INDEX incidents_started ON incidents(started_at);`,
+	// 5: the SHA-256 of each agent's public key, so that an agent asking
+	// again with the same key (its first answer was lost) is told apart
+	// from another agent taking its name.
+	`ALTER TABLE agents ADD COLUMN key_sha256 BLOB NOT NULL DEFAULT x'';`,
 }
 
 // OpenSQLite opens (creating if needed) the store at dir/gridcity.db.
@@ -228,49 +233,73 @@ func (s *SQLite) CreateJoinToken(ctx context.Context, t JoinToken) error {
 	return nil
 }
 
-func (s *SQLite) Enroll(ctx context.Context, tokenHash []byte, now time.Time, a Agent) error {
+func (s *SQLite) Enroll(ctx context.Context, tokenHash []byte, now time.Time, a Agent) (bool, error) {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer tx.Rollback()
 	var expires, usedAt int64
 	var single bool
-	err = tx.QueryRowContext(ctx, `SELECT expires_at, single_use, used_at FROM join_tokens WHERE hash = ?`, tokenHash).Scan(&expires, &single, &usedAt)
+	var usedBy string
+	err = tx.QueryRowContext(ctx, `SELECT expires_at, single_use, used_at, used_by FROM join_tokens WHERE hash = ?`, tokenHash).Scan(&expires, &single, &usedAt, &usedBy)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return ErrTokenUnknown
+		return false, ErrTokenUnknown
 	case err != nil:
-		return err
+		return false, err
 	case now.UnixMilli() >= expires:
-		return ErrTokenExpired
-	case single && usedAt != 0:
-		return ErrTokenUsed
+		return false, ErrTokenExpired
 	}
 	var revoked int64
-	err = tx.QueryRowContext(ctx, `SELECT revoked_at FROM agents WHERE name = ?`, a.Name).Scan(&revoked)
+	var key []byte
+	err = tx.QueryRowContext(ctx, `SELECT revoked_at, key_sha256 FROM agents WHERE name = ?`, a.Name).Scan(&revoked, &key)
+	exists := err == nil
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return false, err
+	}
+	// The same agent again: its name, not revoked, the key it enrolled
+	// with, and for a one-time token the token it used.
+	same := exists && revoked == 0 && len(a.Key) > 0 && bytes.Equal(key, a.Key)
 	switch {
-	case errors.Is(err, sql.ErrNoRows):
-	case err != nil:
-		return err
-	case revoked == 0:
-		return ErrNameTaken
+	case single && usedAt != 0 && (!same || usedBy != a.Name):
+		return false, ErrTokenUsed
+	case same:
+		if single && usedAt == 0 {
+			if _, err := tx.ExecContext(ctx, `UPDATE join_tokens SET used_at = ?, used_by = ? WHERE hash = ?`, ms(now), a.Name, tokenHash); err != nil {
+				return false, err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE agents SET serial = ? WHERE name = ?`, a.Serial, a.Name); err != nil {
+			return false, err
+		}
+		return true, tx.Commit()
+	case exists && revoked == 0:
+		return false, ErrNameTaken
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE join_tokens SET used_at = ?, used_by = ? WHERE hash = ?`, ms(now), a.Name, tokenHash); err != nil {
-		return err
+		return false, err
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO agents(name, serial, enrolled_at, revoked_at) VALUES (?,?,?,0)
-		ON CONFLICT(name) DO UPDATE SET serial = excluded.serial, enrolled_at = excluded.enrolled_at, revoked_at = 0`,
-		a.Name, a.Serial, ms(a.EnrolledAt)); err != nil {
-		return err
+	if _, err := tx.ExecContext(ctx, `INSERT INTO agents(name, serial, enrolled_at, revoked_at, key_sha256) VALUES (?,?,?,0,?)
+		ON CONFLICT(name) DO UPDATE SET serial = excluded.serial, enrolled_at = excluded.enrolled_at, revoked_at = 0, key_sha256 = excluded.key_sha256`,
+		a.Name, a.Serial, ms(a.EnrolledAt), nonNil(a.Key)); err != nil {
+		return false, err
 	}
-	return tx.Commit()
+	return false, tx.Commit()
+}
+
+// nonNil is b, or an empty slice for nil: a NOT NULL BLOB column.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
 }
 
 func (s *SQLite) Agent(ctx context.Context, name string) (Agent, error) {
 	a := Agent{Name: name}
 	var enrolled, revoked int64
-	err := s.db.QueryRowContext(ctx, `SELECT serial, enrolled_at, revoked_at FROM agents WHERE name = ?`, name).Scan(&a.Serial, &enrolled, &revoked)
+	err := s.db.QueryRowContext(ctx, `SELECT serial, enrolled_at, revoked_at, key_sha256 FROM agents WHERE name = ?`, name).Scan(&a.Serial, &enrolled, &revoked, &a.Key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Agent{}, ErrNotFound
 	}

@@ -92,10 +92,10 @@ func TestEnrollIsAtomic(t *testing.T) {
 	for i := range 3 {
 		s.CreateJoinToken(ctx, JoinToken{Hash: []byte(fmt.Sprint(i)), CreatedAt: now, ExpiresAt: now.Add(time.Hour), SingleUse: true})
 	}
-	if err := s.Enroll(ctx, []byte("0"), now, Agent{Name: "web-1", Serial: "aa", EnrolledAt: now}); err != nil {
+	if _, err := s.Enroll(ctx, []byte("0"), now, Agent{Name: "web-1", Serial: "aa", EnrolledAt: now}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Enroll(ctx, []byte("1"), now, Agent{Name: "web-1", Serial: "bb", EnrolledAt: now}); !errors.Is(err, ErrNameTaken) {
+	if _, err := s.Enroll(ctx, []byte("1"), now, Agent{Name: "web-1", Serial: "bb", EnrolledAt: now}); !errors.Is(err, ErrNameTaken) {
 		t.Fatalf("got %v; want ErrNameTaken", err)
 	}
 	a, _ := s.Agent(ctx, "web-1")
@@ -104,11 +104,76 @@ func TestEnrollIsAtomic(t *testing.T) {
 	}
 	// After a revocation the name can be enrolled again, with the new serial.
 	s.RevokeAgent(ctx, "web-1", now)
-	if err := s.Enroll(ctx, []byte("1"), now, Agent{Name: "web-1", Serial: "bb", EnrolledAt: now}); err != nil {
+	if _, err := s.Enroll(ctx, []byte("1"), now, Agent{Name: "web-1", Serial: "bb", EnrolledAt: now}); err != nil {
 		t.Fatal(err)
 	}
 	if a, _ := s.Agent(ctx, "web-1"); a.Serial != "bb" || a.Revoked() {
 		t.Fatalf("got %+v; want serial bb, valid", a)
+	}
+}
+
+// An agent whose first answer was lost asks again with the same key and
+// is enrolled again, with the new serial, whether its token was a one-time
+// token it used or a reusable one. Another key, a revoked agent, or a
+// one-time token used by another name is refused as before.
+func TestEnrollAgainWithTheSameKey(t *testing.T) {
+	s := open(t, t.TempDir())
+	ctx := context.Background()
+	now := time.Now()
+	for _, tok := range []JoinToken{
+		{Hash: []byte("once"), CreatedAt: now, ExpiresAt: now.Add(time.Hour), SingleUse: true},
+		{Hash: []byte("once-2"), CreatedAt: now, ExpiresAt: now.Add(time.Hour), SingleUse: true},
+		{Hash: []byte("fleet"), CreatedAt: now, ExpiresAt: now.Add(time.Hour)},
+	} {
+		if err := s.CreateJoinToken(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keyA, keyB := []byte("key-a-sha256"), []byte("key-b-sha256")
+	enroll := func(token, name, serial string, key []byte) (bool, error) {
+		return s.Enroll(ctx, []byte(token), now, Agent{Name: name, Serial: serial, EnrolledAt: now, Key: key})
+	}
+	serial := func(name string) string {
+		a, err := s.Agent(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Serial
+	}
+	if again, err := enroll("once", "web-1", "01", keyA); err != nil || again {
+		t.Fatalf("first enrollment: %v, again %v", err, again)
+	}
+	if again, err := enroll("once", "web-1", "02", keyA); err != nil || !again || serial("web-1") != "02" {
+		t.Fatalf("the same agent again: %v, again %v, serial %s; want enrolled again with serial 02", err, again, serial("web-1"))
+	}
+	if _, err := enroll("once", "web-1", "03", keyB); !errors.Is(err, ErrTokenUsed) || serial("web-1") != "02" {
+		t.Fatalf("another key with the used token: %v; want ErrTokenUsed and nothing changed", err)
+	}
+	if _, err := enroll("once", "web-2", "04", keyA); !errors.Is(err, ErrTokenUsed) {
+		t.Fatalf("the used token for another name: %v; want ErrTokenUsed", err)
+	}
+	if _, err := enroll("fleet", "web-1", "05", keyB); !errors.Is(err, ErrNameTaken) {
+		t.Fatalf("another key for the name: %v; want ErrNameTaken", err)
+	}
+	if again, err := enroll("fleet", "web-1", "06", keyA); err != nil || !again || serial("web-1") != "06" {
+		t.Fatalf("the same agent with a reusable token: %v, again %v, serial %s", err, again, serial("web-1"))
+	}
+	if _, err := enroll("fleet", "web-1", "07", nil); !errors.Is(err, ErrNameTaken) {
+		t.Fatalf("no key: %v; want ErrNameTaken (nothing to match)", err)
+	}
+	// A revoked agent does not come back by asking again: it enrolls anew,
+	// which takes a token of its own.
+	if err := s.RevokeAgent(ctx, "web-1", now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := enroll("once", "web-1", "08", keyA); !errors.Is(err, ErrTokenUsed) {
+		t.Fatalf("revoked, with its used token: %v; want ErrTokenUsed", err)
+	}
+	if again, err := enroll("once-2", "web-1", "09", keyA); err != nil || again {
+		t.Fatalf("revoked, with a new token: %v, again %v; want a new enrollment", err, again)
+	}
+	if a, _ := s.Agent(ctx, "web-1"); a.Serial != "09" || a.Revoked() || string(a.Key) != string(keyA) {
+		t.Fatalf("got %+v; want serial 09, valid, key a", a)
 	}
 }
 
@@ -130,7 +195,8 @@ func TestConcurrentWritersAllSucceed(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			name := fmt.Sprintf("web-%03d", i)
-			errs <- s.Enroll(ctx, []byte("fleet"), now, Agent{Name: name, Serial: name, EnrolledAt: now})
+			_, err := s.Enroll(ctx, []byte("fleet"), now, Agent{Name: name, Serial: name, EnrolledAt: now})
+			errs <- err
 		}()
 		go func() {
 			defer wg.Done()

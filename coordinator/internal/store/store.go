@@ -29,8 +29,12 @@ type Store interface {
 	// CreateJoinToken records a join token by its hash.
 	CreateJoinToken(ctx context.Context, t JoinToken) error
 	// Enroll consumes the join token with the given hash and records the
-	// agent, atomically: a refused enrollment changes nothing.
-	Enroll(ctx context.Context, tokenHash []byte, now time.Time, a Agent) error
+	// agent, atomically: a refused enrollment changes nothing. The same
+	// agent asking again (same name and key, not revoked, with a token
+	// still valid or the one-time token it used) is enrolled again: its
+	// serial is replaced and again is true. That is an agent retrying
+	// after the answer to its first request was lost.
+	Enroll(ctx context.Context, tokenHash []byte, now time.Time, a Agent) (again bool, err error)
 	// Agent returns the enrolled agent with that name.
 	Agent(ctx context.Context, name string) (Agent, error)
 	Agents(ctx context.Context) ([]Agent, error)
@@ -167,6 +171,10 @@ type Agent struct {
 	Serial     string // hex serial of the current client certificate
 	EnrolledAt time.Time
 	RevokedAt  time.Time // zero while valid
+	// Key is the SHA-256 of the public key it enrolled with (the
+	// certificate's SubjectPublicKeyInfo); empty for agents enrolled
+	// before it was kept.
+	Key []byte
 }
 
 // Revoked reports whether the agent's certificate was revoked.
