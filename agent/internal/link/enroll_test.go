@@ -158,3 +158,19 @@ func TestDamagedEnrollKeyIsReplaced(t *testing.T) {
 		t.Fatalf("second read: %v; want the replacement key kept", err)
 	}
 }
+
+// A refusal leaves the state directory as it was: no key, and no
+// directory when there was none.
+func TestRefusedEnrollmentLeavesNothing(t *testing.T) {
+	c, jl := startLossy(t, 0)
+	c.keys = [][]byte{[]byte("another agent's key")}
+	dir := filepath.Join(t.TempDir(), "state")
+	_, err := Enroll(context.Background(), dir, jl, "web-1", "test")
+	var retry *RetryableError
+	if err == nil || errors.As(err, &retry) {
+		t.Fatalf("got %v; want a refusal", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("state directory after a refusal: %v; want none", err)
+	}
+}

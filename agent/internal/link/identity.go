@@ -178,12 +178,15 @@ func EnrollRetrying(ctx context.Context, dir string, jl gridcityv1.JoinLine, nam
 }
 
 // Enroll trades the join line's token for a certificate and saves the
-// identity in dir. Nothing is written unless enrollment succeeds.
+// identity in dir. Until it has, the key it asks with is kept in dir (see
+// enrollKeyFile); a refusal removes it again, and dir if Enroll made it.
 func Enroll(ctx context.Context, dir string, jl gridcityv1.JoinLine, name, version string) (*Identity, error) {
 	ca, err := FetchPinnedCA(ctx, jl.Coordinator, jl.CAPin)
 	if err != nil {
 		return nil, err
 	}
+	_, statErr := os.Stat(dir)
+	madeDir := errors.Is(statErr, fs.ErrNotExist)
 	key, err := enrollKey(dir)
 	if err != nil {
 		return nil, err
@@ -213,6 +216,12 @@ func Enroll(ctx context.Context, dir string, jl gridcityv1.JoinLine, name, versi
 			// The coordinator is starting, stopping, busy or could not
 			// record it: the same request can succeed later.
 			return nil, &RetryableError{Err: fmt.Errorf("enrollment with %s did not go through: %s", jl.Coordinator, s.Message())}
+		}
+		// Refused: nothing was recorded for this key, so it is of no more
+		// use, and the state directory is left as it was found.
+		os.Remove(filepath.Join(dir, enrollKeyFile))
+		if madeDir {
+			os.Remove(dir) // only if empty
 		}
 		return nil, fmt.Errorf("enrollment refused by %s: %s", jl.Coordinator, s.Message())
 	}
