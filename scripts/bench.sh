@@ -284,11 +284,13 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || true)
 # session (aim: incident_report and get_topology under 20 ms).
 graphbench=()
 if go test -c -o "$tmp/graph.test" ./coordinator/internal/graph >"$tmp/graph-build.log" 2>&1 &&
-  go test -c -o "$tmp/mcp.test" ./coordinator/internal/mcpserver >>"$tmp/graph-build.log" 2>&1; then
+  go test -c -o "$tmp/mcp.test" ./coordinator/internal/mcpserver >>"$tmp/graph-build.log" 2>&1 &&
+  go test -c -o "$tmp/store.test" ./coordinator/internal/store >>"$tmp/graph-build.log" 2>&1; then
   graphbench=(
     -gobench "$tmp/graph.test|$ROOT/coordinator/internal/graph|^Benchmark(Incidents|IncidentReport|BlastRadius|New|Topology)\$|graph work only, on 10,000 targets and 30,000 links (IncidentReport: New + the report with 25 at-risk each, the tool's graph path; aim under 20 ms)"
     -gobench "$tmp/mcp.test|$ROOT/coordinator/internal/mcpserver|^BenchmarkTools\$|a whole tool call over an in-memory MCP session on 10,000 targets and 30,000 links: graph, report, the SDK's JSON and schema validation, the client's decoding (steady: graph reused; cold: built anew); aim under 20 ms"
     -gobench "$tmp/mcp.test|$ROOT/coordinator/internal/mcpserver|^BenchmarkListServers\$|list_servers' whole path over an in-memory MCP session on 10,000 servers with the state simulated agents send: a page of 200 without arguments, filtered by district, status or name, the last page, and a page of 1000"
+    -gobench "$tmp/store.test|$ROOT/coordinator/internal/store|^BenchmarkAppendMetricsFullHistory\$|one flush's metric samples of 200 servers whose history is full (4,320 samples each), pruning included, in the embedded store"
   )
 else
   cat "$tmp/graph-build.log" >&2

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -27,6 +28,11 @@ import (
 type SQLite struct {
 	db *sql.DB // reads
 	w  *sql.DB // writes, one connection
+
+	// sincePrune counts each server's metric samples since its history
+	// was last pruned (see AppendMetrics).
+	pruneMu    sync.Mutex
+	sincePrune map[string]int
 }
 
 // readConns bounds the read pool: enough for the MCP tools, the app and the
@@ -155,7 +161,7 @@ func OpenSQLite(ctx context.Context, dir string) (*SQLite, error) {
 	w.SetConnMaxIdleTime(0)
 	// The schema first, through the writer, so that readers open a file
 	// that is already in WAL mode and migrated.
-	s := &SQLite{w: w}
+	s := &SQLite{w: w, sincePrune: map[string]int{}}
 	if err := s.migrate(ctx); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("prepare %s: %w", path, err)
@@ -396,21 +402,42 @@ func (s *SQLite) AppendMetrics(ctx context.Context, samples []MetricSample, keep
 		return err
 	}
 	defer stmt.Close()
-	touched := map[string]bool{}
+	added := map[string]int{}
 	for _, m := range samples {
 		if _, err := stmt.ExecContext(ctx, m.Server, ms(m.At), m.CPUPercent, m.MemoryPercent, m.Load1); err != nil {
 			return fmt.Errorf("append metric for %q: %w", m.Server, err)
 		}
-		touched[m.Server] = true
+		added[m.Server]++
 	}
-	for server := range touched {
-		// Keep the newest `keep` samples: delete everything older than the keep-th.
+	// Pruning a server walks its whole history (the keep-th newest sample
+	// is found by offset), so it is done in batches: once a server has
+	// gained keep/8 samples since its last pruning. The table holds at
+	// most that many more than keep per server; Metrics never returns
+	// more than its caller's limit.
+	every := max(1, keep/8)
+	s.pruneMu.Lock()
+	defer s.pruneMu.Unlock()
+	var pruned []string
+	for server, n := range added {
+		if s.sincePrune[server]+n < every {
+			continue
+		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM metrics WHERE server = ? AND at < (
 			SELECT at FROM metrics WHERE server = ? ORDER BY at DESC LIMIT 1 OFFSET ?)`, server, server, keep-1); err != nil {
 			return fmt.Errorf("prune metrics for %q: %w", server, err)
 		}
+		pruned = append(pruned, server)
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	for server, n := range added {
+		s.sincePrune[server] += n
+	}
+	for _, server := range pruned {
+		delete(s.sincePrune, server)
+	}
+	return nil
 }
 
 func (s *SQLite) Metrics(ctx context.Context, server string, limit int) ([]MetricSample, error) {

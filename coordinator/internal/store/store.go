@@ -44,7 +44,8 @@ type Store interface {
 	// SaveServers upserts the last known state of servers in one transaction.
 	SaveServers(ctx context.Context, servers []ServerRecord) error
 	Servers(ctx context.Context) ([]ServerRecord, error)
-	// AppendMetrics records samples and keeps at most keep samples per server.
+	// AppendMetrics records samples and keeps the newest keep samples per
+	// server, pruning the older ones in batches (at most keep/8 extra).
 	AppendMetrics(ctx context.Context, samples []MetricSample, keep int) error
 	Metrics(ctx context.Context, server string, limit int) ([]MetricSample, error)
 
