@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,6 +158,28 @@ func TestRefusals(t *testing.T) {
 		if code := b.cmd.ProcessState.ExitCode(); code != 78 {
 			t.Errorf("revoked agent exited %d; want 78 (EX_CONFIG), which systemd does not restart", code)
 		}
+		// Retired on purpose: once the coordinator has looked (every 30 s)
+		// it is revoked, not a trouble, and its incident ends.
+		cs, err := c.mcpClient(tok, "e2e-revoked")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		eventually(t, 45*time.Second, "gone-1 revoked and not troubled", func() error {
+			var rep graceReport
+			if err := callTool(cs, "incident_report", nil, &rep); err != nil {
+				return err
+			}
+			for _, tr := range rep.Troubled {
+				if tr.ID == "gone-1" {
+					return fmt.Errorf("troubled: %+v", tr)
+				}
+			}
+			if m, err := c.servers(tok); err != nil || m["gone-1"].Status != "revoked" {
+				return fmt.Errorf("list_servers says %+v (%v)", m["gone-1"], err)
+			}
+			return nil
+		})
 		// A new join line enrolls it again, as the refusal says.
 		startAgent(t, c, "gone-1", state, c.joinLine())
 		c.waitStatus(tok, "gone-1", "online", 20*time.Second)

@@ -39,6 +39,10 @@ func (s *session) judgeAgent(srv fleet.Server, hostUp []Attempt) judged {
 	now := s.f.Now
 	if !srv.Online {
 		j := verdict(Fail, fmt.Sprintf("the agent on %s is offline; last heard from %s", srv.Name, ago(now, srv.LastSeen)))
+		if !srv.RevokedAt.IsZero() {
+			j = verdict(Fail, fmt.Sprintf("the agent on %s was revoked %s (last heard from %s): the server is retired; enroll it again with a new join line to watch it",
+				srv.Name, ago(now, srv.RevokedAt), ago(now, srv.LastSeen)))
+		}
 		if srv.Reconnecting {
 			// The coordinator restarted a moment ago: the agent is most
 			// likely waiting out its reconnect backoff.

@@ -34,6 +34,9 @@ const (
 	// StatusReconnecting is an offline server during the startup grace
 	// whose agent was most likely connected when the coordinator stopped.
 	StatusReconnecting = "reconnecting"
+	// StatusRevoked is a server whose agent's certificate was revoked: it
+	// is retired, and its absence is no trouble.
+	StatusRevoked = "revoked"
 )
 
 // DefaultStartupGrace is how long after a start the fleet waits for the
@@ -80,15 +83,22 @@ type Server struct {
 	// zero unless Reconnecting.
 	Reconnecting         bool
 	Restarted, GraceEnds time.Time
+	// RevokedAt is when its agent's certificate was revoked (zero while
+	// valid), as the store had it at the fleet's last look (SyncRevoked).
+	RevokedAt time.Time
 }
 
-// Status is "online", "reconnecting" or "offline".
-func (s Server) Status() string { return status(s.Online, s.Reconnecting) }
+// Status is "online", "revoked", "reconnecting" or "offline". A revoked
+// agent's stream is closed within the revocation check's interval; until
+// then it is still online.
+func (s Server) Status() string { return status(s.Online, !s.RevokedAt.IsZero(), s.Reconnecting) }
 
-func status(online, reconnecting bool) string {
+func status(online, revoked, reconnecting bool) string {
 	switch {
 	case online:
 		return StatusOnline
+	case revoked:
+		return StatusRevoked
 	case reconnecting:
 		return StatusReconnecting
 	}
@@ -184,6 +194,9 @@ func New(ctx context.Context, st store.Store, logger *slog.Logger, opts ...Optio
 			newest = r.LastSeen
 		}
 	}
+	if err := f.SyncRevoked(ctx); err != nil {
+		return nil, err
+	}
 	if f.grace <= 0 || newest.IsZero() {
 		return f, nil
 	}
@@ -192,7 +205,7 @@ func New(ctx context.Context, st store.Store, logger *slog.Logger, opts ...Optio
 		return nil, err
 	}
 	for _, s := range f.servers {
-		if !s.LastSeen.IsZero() && newest.Sub(s.LastSeen) <= SeenWithin && !down[s.Name] {
+		if !s.LastSeen.IsZero() && newest.Sub(s.LastSeen) <= SeenWithin && !down[s.Name] && s.RevokedAt.IsZero() {
 			s.awaited = true
 			f.awaiting++
 		}
@@ -204,6 +217,45 @@ func New(ctx context.Context, st store.Store, logger *slog.Logger, opts ...Optio
 	}
 	return f, nil
 }
+
+// SyncRevoked reads which agents are revoked from the store and marks
+// their servers: `gridcity agents revoke` writes the store from another
+// process, so the fleet looks again from time to time (Run does, every
+// revokedEvery). A change alters the shape: a revoked server leaves the
+// troubled.
+func (f *Fleet) SyncRevoked(ctx context.Context) error {
+	agents, err := f.store.Agents(ctx)
+	if err != nil {
+		return fmt.Errorf("read the enrolled agents: %w", err)
+	}
+	revoked := make(map[string]time.Time, len(agents))
+	for _, a := range agents {
+		if a.Revoked() {
+			revoked[a.Name] = a.RevokedAt
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	changed := false
+	for name, s := range f.servers {
+		if at := revoked[name]; !at.Equal(s.RevokedAt) {
+			s.RevokedAt, changed = at, true
+			if !at.IsZero() && s.awaited { // no longer awaited after a restart
+				s.awaited = false
+				if f.awaiting--; f.awaiting == 0 {
+					f.inGrace.Store(false)
+				}
+			}
+		}
+	}
+	if changed {
+		f.shape++
+	}
+	return nil
+}
+
+// revokedEvery is how often Run looks for revocations made by the CLI.
+const revokedEvery = 30 * time.Second
 
 // troubled names the targets of the open incidents and the targets they
 // explain: what was troubled when the coordinator stopped.
@@ -437,6 +489,7 @@ func (f *Fleet) markDirty(recs []store.ServerRecord) {
 func (f *Fleet) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	lastSync := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -450,6 +503,12 @@ func (f *Fleet) Run(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 			if err := f.Flush(ctx); err != nil && ctx.Err() == nil {
 				f.logger.Error("flush fleet state", "err", err)
+			}
+			if time.Since(lastSync) >= revokedEvery {
+				lastSync = time.Now()
+				if err := f.SyncRevoked(ctx); err != nil && ctx.Err() == nil {
+					f.logger.Error("look for revoked agents", "err", err)
+				}
 			}
 		}
 	}

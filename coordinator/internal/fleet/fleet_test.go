@@ -206,3 +206,55 @@ func TestQuietServerLastSeenIsStored(t *testing.T) {
 		}
 	}
 }
+
+// A server whose agent is revoked (by the CLI, in another process) is
+// "revoked" once the fleet looks again, not offline; the shape changes so
+// that the topology drops it from the troubled; and after a restart it is
+// not awaited as reconnecting.
+func TestRevokedServers(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.UnixMilli(1_750_000_000_000)
+	c := &clock{t0}
+	f, st := restarted(t, c, nil, nil)
+	for _, name := range []string{"web-1", "web-2"} {
+		if err := st.CreateJoinToken(ctx, store.JoinToken{Hash: []byte(name), CreatedAt: t0, ExpiresAt: t0.Add(time.Hour), SingleUse: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Enroll(ctx, []byte(name), t0, store.Agent{Name: name, Serial: "01", EnrolledAt: t0}); err != nil {
+			t.Fatal(err)
+		}
+		f.Disconnect(name, f.Connect(&gridcityv1.Hello{Name: name}))
+	}
+	if err := f.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RevokeAgent(ctx, "web-2", t0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	before := f.ShapeVersion()
+	if err := f.SyncRevoked(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := statuses(f); got["web-1"] != StatusOffline || got["web-2"] != StatusRevoked {
+		t.Fatalf("statuses %v; want web-1 offline, web-2 revoked", got)
+	}
+	if f.ShapeVersion() == before {
+		t.Error("a revocation did not change the shape: a cached graph would keep the server troubled")
+	}
+	if s, _ := f.Server("web-2"); !s.RevokedAt.Equal(t0.Add(time.Second)) {
+		t.Errorf("web-2 revoked at %v; want %v", s.RevokedAt, t0.Add(time.Second))
+	}
+	same := f.ShapeVersion()
+	if err := f.SyncRevoked(ctx); err != nil || f.ShapeVersion() != same {
+		t.Errorf("looking again with nothing new changed the shape (%v)", err)
+	}
+
+	// After a restart web-1 waits as reconnecting; web-2 stays revoked.
+	f2, err := New(ctx, st, slog.New(slog.DiscardHandler), WithClock(c.now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := statuses(f2); got["web-1"] != StatusReconnecting || got["web-2"] != StatusRevoked {
+		t.Fatalf("after a restart statuses %v; want web-1 reconnecting, web-2 revoked", got)
+	}
+}

@@ -36,7 +36,7 @@ const (
 )
 
 // statusRevoked is a server whose agent's certificate was revoked.
-const statusRevoked = "revoked"
+const statusRevoked = fleet.StatusRevoked
 
 // serverStatuses are the statuses list_servers filters on.
 var serverStatuses = []string{fleet.StatusOnline, fleet.StatusReconnecting, fleet.StatusOffline, statusRevoked}

@@ -98,6 +98,11 @@ func (s *Source) build() (*graph.Graph, error) {
 		t := graph.Target{ID: srv.Name, Name: srv.Name, Kind: "server", Status: srv.Status(), Since: srv.ConnectedAt}
 		switch {
 		case srv.Online:
+		case !srv.RevokedAt.IsZero():
+			// Retired by a person: gone on purpose, not a trouble.
+			t.Since = srv.RevokedAt
+			t.Reason = "its agent's certificate was revoked at " + srv.RevokedAt.UTC().Format(time.RFC3339) +
+				": the server is retired and no longer watched (enroll it again to watch it)"
 		case srv.Reconnecting:
 			// The coordinator restarted; the agent is most likely in its
 			// backoff. Not troubled, so no incident opens for a restart;

@@ -236,3 +236,21 @@ func TestGraphAfterTheStartupGrace(t *testing.T) {
 		t.Fatalf("after the grace web-1 = %+v; want troubled, offline since %v", w, seen)
 	}
 }
+
+// A revoked server is retired: not troubled, so no incident stays open for
+// a server a person took out of the fleet.
+func TestRevokedServerIsNotTroubled(t *testing.T) {
+	at := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	retired := fleet.Server{Name: "web-test", LastSeen: at.Add(-time.Minute), RevokedAt: at}
+	g, err := New(mustConfig(t, ""), servers{server("web-1", nil, nil), retired}, nil).Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := g.Target("web-test")
+	if w.Troubled || w.Status != fleet.StatusRevoked || !w.Since.Equal(at) || !strings.Contains(w.Reason, "revoked at 2025-06-01T12:00:00Z") {
+		t.Errorf("web-test = %+v; want revoked since %v, not troubled", w, at)
+	}
+	if rep := g.Incidents(); len(rep.RootCauses) != 0 {
+		t.Errorf("root causes %+v; want none", rep.RootCauses)
+	}
+}
