@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -24,16 +25,44 @@ const (
 // TopologyOutput is get_topology's result: districts and links without a
 // target, or one target's neighbourhood with one.
 type TopologyOutput struct {
-	Districts   []DistrictView `json:"districts,omitempty" jsonschema:"groups of targets (a product, an environment)"`
-	Links       []LinkView     `json:"links,omitempty" jsonschema:"uses links: from uses to (at most 2000; linksTotal counts them all — ask for a district or a target to see the rest)"`
-	LinksTotal  int            `json:"linksTotal,omitempty" jsonschema:"how many links there are, however many are listed"`
-	Target      string         `json:"target,omitempty"`
-	Kind        string         `json:"kind,omitempty" jsonschema:"server, or the resource's kind"`
-	Uses        []string       `json:"uses,omitempty" jsonschema:"what the target uses directly"`
-	UsedBy      []string       `json:"usedBy,omitempty" jsonschema:"what uses the target directly"`
-	BlastRadius []string       `json:"blastRadius,omitempty" jsonschema:"everything that transitively uses the target: what breaks if it does (at most 1000, sorted by id)"`
-	// BlastRadiusCount is the full count when blastRadius was cut short.
-	BlastRadiusCount int `json:"blastRadiusCount,omitempty" jsonschema:"how many targets are in the blast radius, however many are listed"`
+	Districts        []DistrictView `json:"districts,omitempty" jsonschema:"groups of targets (a product, an environment)"`
+	Links            []LinkView     `json:"links,omitempty" jsonschema:"uses links: from uses to (at most 2000; linksTotal counts them all — ask for a district or a target to see the rest)"`
+	LinksTotal       int            `json:"linksTotal,omitempty" jsonschema:"how many links there are, however many are listed"`
+	Target           string         `json:"target,omitempty"`
+	Kind             string         `json:"kind,omitempty" jsonschema:"server, or the resource's kind"`
+	Uses             []string       `json:"uses,omitempty" jsonschema:"what the target uses directly"`
+	UsedBy           []string       `json:"usedBy,omitempty" jsonschema:"what uses the target directly"`
+	BlastRadius      []string       `json:"blastRadius,omitempty" jsonschema:"everything that transitively uses the target: what breaks if it does (at most 1000, sorted by id)"`
+	BlastRadiusCount int            `json:"blastRadiusCount,omitempty" jsonschema:"how many targets are in the blast radius, however many are listed"`
+}
+
+// MarshalJSON writes the fields of the answer's mode in full, empty lists
+// and zero counts included, so that "no links" reads as an empty list, not
+// as a field left out: the fleet's districts, links and linksTotal without
+// a target; the target's kind, uses, usedBy and blastRadius with one.
+func (o TopologyOutput) MarshalJSON() ([]byte, error) {
+	if o.Target == "" {
+		districts, links := o.Districts, o.Links
+		if districts == nil {
+			districts = []DistrictView{}
+		}
+		if links == nil {
+			links = []LinkView{}
+		}
+		return json.Marshal(struct {
+			Districts  []DistrictView `json:"districts"`
+			Links      []LinkView     `json:"links"`
+			LinksTotal int            `json:"linksTotal"`
+		}{districts, links, o.LinksTotal})
+	}
+	return json.Marshal(struct {
+		Target           string   `json:"target"`
+		Kind             string   `json:"kind"`
+		Uses             []string `json:"uses"`
+		UsedBy           []string `json:"usedBy"`
+		BlastRadius      []string `json:"blastRadius"`
+		BlastRadiusCount int      `json:"blastRadiusCount"`
+	}{o.Target, o.Kind, orEmpty(o.Uses), orEmpty(o.UsedBy), orEmpty(o.BlastRadius), o.BlastRadiusCount})
 }
 
 type DistrictView struct {
@@ -106,9 +135,7 @@ func addGetTopology(s *mcp.Server, d Deps) {
 		}
 		br := g.BlastRadius(t.ID)
 		out := TopologyOutput{Target: t.ID, Kind: t.Kind, Uses: orEmpty(g.Uses(t.ID)), UsedBy: orEmpty(g.UsedBy(t.ID)), BlastRadius: orEmpty(br[:min(len(br), maxBlastRadius)])}
-		if len(br) > maxBlastRadius {
-			out.BlastRadiusCount = len(br)
-		}
+		out.BlastRadiusCount = len(br)
 		return nil, out, nil
 	})
 }
