@@ -94,11 +94,23 @@ CLI:           $GC token|agents|join … --data $DATA
 Ctrl-C stops the coordinator and the agent.
 TXT
 
+# Until Ctrl-C (or a TERM): the trap sets stopping. The coordinator and the
+# agent get Ctrl-C's SIGINT themselves and stop cleanly, exit 0; so do they
+# when the signal reaches them alone (this script started in the
+# background, where SIGINT is ignored and its trap cannot fire). Either
+# way that is a stop, not a failure; any other end is.
 while [ "$stopping" = 0 ]; do
 	for p in "${pids[@]}"; do
-		kill -0 "$p" 2>/dev/null || [ "$stopping" = 1 ] || die "a process ended unexpectedly"
+		kill -0 "$p" 2>/dev/null && continue
+		rc=0
+		wait "$p" 2>/dev/null || rc=$?
+		case "$stopping:$rc" in
+		1:* | 0:0 | 0:130 | 0:143) stopping=1 ;;
+		*) die "a process ended unexpectedly (exit status $rc)" ;;
+		esac
 	done
-	sleep 0.5
+	# Ctrl-C interrupts the sleep too; that is no error.
+	sleep 0.5 || true
 done
 echo
 echo "make run: stopped; the state stays in $RUN"
