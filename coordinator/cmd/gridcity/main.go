@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -40,6 +41,7 @@ Every flag also reads GRIDCITY_<FLAG> from the environment (--data: GRIDCITY_DAT
 `
 
 func main() {
+	mcpserver.Version = version // serverInfo.version, as /healthz and `gridcity version` say
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {

@@ -310,7 +310,11 @@ func readRuntime(data string) (runtimeInfo, error) {
 	var info runtimeInfo
 	b, err := os.ReadFile(filepath.Join(data, "coordinator.json"))
 	if errors.Is(err, os.ErrNotExist) {
-		return info, fmt.Errorf("no coordinator has run with --data %s yet: start `gridcity serve --data %s` first", data, data)
+		hint := ""
+		if fi, err := os.Stat(filepath.Join(".run", "coordinator", "coordinator.json")); err == nil && fi.Mode().IsRegular() {
+			hint = " (the one `make run` started here has --data .run/coordinator)"
+		}
+		return info, fmt.Errorf("no coordinator has run with --data %s yet: give --data (or GRIDCITY_DATA) the data directory of the coordinator you started%s, or start `gridcity serve --data %s` first", data, hint, data)
 	}
 	if err != nil {
 		return info, err
