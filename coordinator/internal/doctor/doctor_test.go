@@ -182,6 +182,23 @@ func TestLadders(t *testing.T) {
 			},
 		},
 		{
+			name: "units not collected are unknown, not fine",
+			servers: servers{dbHost(nil), func() fleet.Server {
+				s := server("web-1", "10.0.4.10")
+				s.State.Gaps = &gridcityv1.Gaps{Items: []*gridcityv1.Gap{{Check: "failed_units", Reason: "no systemd: /run/systemd/system does not exist"}}}
+				return s
+			}()},
+			target: "web-1",
+			ladder: "agent=pass host=pass service=warn port=skip reachable=skip handshake=skip dependencies=pass",
+			check: func(t *testing.T, rep Report) {
+				for _, r := range rep.Ladder {
+					if r.Rung == RungService && (r.Status != Warn || strings.Contains(r.Detail, "no failed units") || !strings.Contains(r.Detail, "failed units unknown (failed_units: ")) {
+						t.Errorf("service rung %+v; want warn, failed units unknown with the gap's reason", r)
+					}
+				}
+			},
+		},
+		{
 			name: "disk 100% full",
 			servers: servers{dbHost(func(s *fleet.Server) {
 				s.State.Disks.Items[1] = &gridcityv1.Disk{Mount: "/var", Device: "/dev/sdb1", TotalBytes: 50 << 30, UsedBytes: 50 << 30, AvailableBytes: 0, UsedPercent: 100}

@@ -139,21 +139,31 @@ func (s *session) diagnoseServer(ctx context.Context, t graph.Target, rep *Repor
 // judgeUnits: every failed unit and stopped container on a server.
 func (s *session) judgeUnits(srv fleet.Server, hosted []*service) judged {
 	ds := downOn(srv, nil)
-	gaps := gapReasons(srv, "failed_units", "containers")
 	if len(ds) == 0 {
-		detail := "no failed units"
-		if cs := srv.State.GetContainers().GetItems(); len(cs) > 0 {
+		// Say only what was seen: a part that could not be collected is
+		// unknown, never "none failed".
+		unitGaps, containerGaps := gapReasons(srv, "failed_units"), gapReasons(srv, "containers")
+		var parts []string
+		if len(unitGaps) > 0 {
+			parts = append(parts, "failed units unknown ("+strings.Join(unitGaps, "; ")+")")
+		} else {
+			parts = append(parts, "no failed units")
+		}
+		switch cs := srv.State.GetContainers().GetItems(); {
+		case len(containerGaps) > 0:
+			parts = append(parts, "containers unknown ("+strings.Join(containerGaps, "; ")+")")
+		case len(cs) > 0:
 			running := 0
 			for _, c := range cs {
 				if strings.EqualFold(c.GetState(), "running") {
 					running++
 				}
 			}
-			detail += fmt.Sprintf(", no stopped containers (%d of %d running)", running, len(cs))
+			parts = append(parts, fmt.Sprintf("no stopped containers (%d of %d running)", running, len(cs)))
 		}
-		j := verdict(Pass, detail)
-		if len(gaps) > 0 {
-			j.Status, j.Detail = Warn, detail+"; not collected: "+strings.Join(gaps, "; ")
+		j := verdict(Pass, strings.Join(parts, ", "))
+		if len(unitGaps)+len(containerGaps) > 0 {
+			j.Status = Warn
 		}
 		return j
 	}
