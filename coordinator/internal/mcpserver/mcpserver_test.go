@@ -374,9 +374,15 @@ func TestReadTokenCannotRunCommands(t *testing.T) {
 			t.Errorf("read token lists %s", tl.Name)
 		}
 	}
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run_command", Arguments: map[string]any{"server": "x", "command": "id", "reason": "r", "timeout_seconds": 1}})
-	if err == nil && !res.IsError {
-		t.Fatal("read token ran run_command")
+	for _, name := range []string{"run_command", "wait_for_command"} {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"server": "x", "command": "id", "reason": "r", "timeout_seconds": 1, "request_id": "cmd_x"}})
+		if err == nil || !strings.Contains(err.Error(), name+" is not available to this token: its scope is read") || !strings.Contains(err.Error(), "--scope operate") {
+			t.Errorf("read token calling %s: %v; want a refusal that names the scope", name, err)
+		}
+	}
+	// A tool that does not exist is still the SDK's unknown tool.
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "rm_rf", Arguments: map[string]any{}}); err == nil || !strings.Contains(err.Error(), `unknown tool "rm_rf"`) {
+		t.Errorf("unknown tool: %v", err)
 	}
 }
 

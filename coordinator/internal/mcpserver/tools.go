@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gridcity/gridcity/coordinator/internal/command"
@@ -95,15 +96,38 @@ func NewServer(d Deps, scope store.Scope) *mcp.Server {
 		Instructions: Instructions,
 		Logger:       quiet(d.Logger),
 	})
+	withheld := map[string]bool{}
 	for _, t := range tools {
 		if !t.offeredTo(scope) {
+			withheld[t.name] = true
 			continue
 		}
 		t.add(s, d)
 	}
+	if len(withheld) > 0 {
+		s.AddReceivingMiddleware(refuseWithheld(withheld))
+	}
 	addResources(s, d, scope)
 	addPrompts(s, scope)
 	return s
+}
+
+// refuseWithheld answers a call of a tool this token's scope does not
+// offer with why, instead of the SDK's bare "unknown tool": the tool
+// exists, and the error says which token may call it.
+func refuseWithheld(withheld map[string]bool) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/call" {
+				if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && withheld[p.Name] {
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(
+						"%s is not available to this token: its scope is read, and only tokens with scope operate may ask for commands "+
+							"(`gridcity token create NAME --scope operate`, or `gridcity mcp --install CLIENT --scope operate`)", p.Name)}
+				}
+			}
+			return next(ctx, method, req)
+		}
+	}
 }
 
 // Instructions is what every MCP client is told at initialization; the
