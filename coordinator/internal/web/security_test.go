@@ -172,6 +172,8 @@ func TestSessionsFromBeforeTheHeader(t *testing.T) {
 		`INSERT INTO schema_version(version) VALUES (1), (2)`,
 		`CREATE TABLE sessions (hash BLOB PRIMARY KEY, approver TEXT NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL)`,
 		`INSERT INTO sessions VALUES (x'0102', 'alice', 0, 99999999999999)`,
+		// The version-1 agents table, which a later migration alters.
+		`CREATE TABLE agents (name TEXT PRIMARY KEY, serial TEXT NOT NULL, enrolled_at INTEGER NOT NULL, revoked_at INTEGER NOT NULL DEFAULT 0)`,
 	} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatal(err)
