@@ -150,6 +150,7 @@ func newBridge(ctx context.Context, cfg bridgeConfig, logger *slog.Logger) (*bri
 		// initialize handshake; the bridge offers its clients the same.
 		SupportedProtocolVersions: slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool { return v >= "2026-07-28" }),
 	})
+	b.server.AddReceivingMiddleware(mcpserver.RecoverPanics(logger)) // a bug answers an error, never a broken stream
 	b.server.AddReceivingMiddleware(b.refreshLists)
 	resync := func(cs *mcp.ClientSession) {
 		go func() {

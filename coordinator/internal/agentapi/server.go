@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -167,6 +168,16 @@ func (s *Server) GRPCServer(extraNames ...string) (*grpc.Server, error) {
 		grpc.ReadBufferSize(16<<10),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 5 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 4 * time.Second, PermitWithoutStream: true}),
+		// What an agent sends is not trusted: should a bug in handling it
+		// panic, that call fails, not the coordinator with every stream.
+		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (_ any, err error) {
+			defer s.recoverCall(info.FullMethod, &err)
+			return h(ctx, req)
+		}),
+		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
+			defer s.recoverCall(info.FullMethod, &err)
+			return h(srv, ss)
+		}),
 	)
 	gridcityv1.RegisterAgentServiceServer(gs, s)
 	return gs, nil
@@ -220,6 +231,15 @@ func (s *Server) Enroll(ctx context.Context, req *gridcityv1.EnrollRequest) (*gr
 		s.logger.Info("agent enrolled", "server", req.GetName(), "serial", serial, "version", req.GetAgentVersion())
 	}
 	return &gridcityv1.EnrollResponse{CertificateDer: der, CaDer: s.ca.Cert().Raw, ServerName: pki.ServerName}, nil
+}
+
+// recoverCall, deferred, turns a panic in a call's handler into an
+// Internal error for that call and a logged stack.
+func (s *Server) recoverCall(method string, err *error) {
+	if p := recover(); p != nil {
+		s.logger.Error("panic in an agent call; the call failed, the coordinator goes on", "method", method, "panic", p, "stack", string(debug.Stack()))
+		*err = status.Error(codes.Internal, "internal error in the coordinator (see its log); reconnecting")
+	}
 }
 
 // Connect serves one agent's stream.

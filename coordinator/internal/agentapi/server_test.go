@@ -389,3 +389,19 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 func (rawCodec) Name() string { return "proto" }
+
+// A panic while handling an agent's call fails that call with Internal and
+// logs the stack; the coordinator goes on.
+func TestRecoverCall(t *testing.T) {
+	var logs strings.Builder
+	s := &Server{logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	err := func() (err error) {
+		defer s.recoverCall("/gridcity.v1.AgentService/Connect", &err)
+		var m map[string]int
+		m["x"]++
+		return nil
+	}()
+	if status.Code(err) != codes.Internal || !strings.Contains(logs.String(), "assignment to entry in nil map") {
+		t.Fatalf("got %v, log %q; want Internal and the panic logged", err, logs.String())
+	}
+}

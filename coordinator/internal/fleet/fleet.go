@@ -322,6 +322,7 @@ func (f *Fleet) Connect(hello *gridcityv1.Hello) uint64 {
 		}
 	}
 	s.Online, s.ConnectedAt, s.LastSeen = true, now, now
+	s.RevokedAt = time.Time{} // its stream was accepted: enrolled anew
 	s.Hello = proto.Clone(hello).(*gridcityv1.Hello)
 	s.Hello.Journal = nil // command state is kept by the command log, not here
 	s.dirty = true

@@ -206,6 +206,9 @@ func listServers(ctx context.Context, d Deps, in ListServersInput, now time.Time
 	heads := d.Fleet.Headings()
 	all := make([]listed, 0, len(heads))
 	for _, h := range heads {
+		// The store, read just now, says who is revoked; the fleet's mark
+		// may lag it by its look interval either way.
+		h.Revoked = false
 		l := listed{name: h.Name, status: h.Status(), district: h.District, connected: true}
 		if a := enrolled[h.Name]; a != nil && a.Revoked() {
 			l.status, l.agent = statusRevoked, a
@@ -266,8 +269,9 @@ func listServers(ctx context.Context, d Deps, in ListServersInput, now time.Time
 		// Servers are never removed from the fleet; the copy may be a
 		// moment newer than the heading the page was chosen by.
 		srv, _ := d.Fleet.Server(l.name)
+		srv.RevokedAt = time.Time{} // the store decides, as for the page
 		v := viewServer(srv, now)
-		if l.status == statusRevoked {
+		if l.status == statusRevoked && l.agent != nil {
 			v.Status = statusRevoked
 			v.Gaps = append(v.Gaps, GapView{Check: "agent", Reason: "its certificate was revoked at " + rfc3339(l.agent.RevokedAt) + "; the facts are its last report"})
 		}

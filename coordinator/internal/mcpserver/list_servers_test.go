@@ -330,3 +330,42 @@ func TestServerResourcesPastOnePage(t *testing.T) {
 		}
 	}
 }
+
+// The fleet looks for revocations every 30 s, list_servers reads the store
+// at each call: when the two disagree (web-1 revoked and enrolled again in
+// between, web-2 revoked since the fleet's last look) the store wins, and
+// nothing breaks (a revoked mark without a revoked agent once crashed the
+// coordinator).
+func TestListServersWhenTheFleetsRevokedMarkLags(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.OpenSQLite(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	now := time.Now()
+	es := &enrolledStore{Store: st, agents: []store.Agent{{Name: "web-1", EnrolledAt: now, RevokedAt: now}, {Name: "web-2", EnrolledAt: now}}}
+	f, err := fleet.New(ctx, es, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"web-1", "web-2"} {
+		f.Disconnect(name, f.Connect(&gridcityv1.Hello{Name: name}))
+	}
+	if err := f.SyncRevoked(ctx); err != nil {
+		t.Fatal(err)
+	}
+	es.agents = []store.Agent{{Name: "web-1", EnrolledAt: now}, {Name: "web-2", EnrolledAt: now, RevokedAt: now}}
+	cs := memSession(t, Deps{Fleet: f, Store: es, Logger: slog.New(slog.DiscardHandler)})
+	out, res := callListServers(t, cs, map[string]any{})
+	if res.IsError {
+		t.Fatalf("list_servers: %+v", res.Content)
+	}
+	got := map[string]string{}
+	for _, v := range out.Servers {
+		got[v.Name] = v.Status
+	}
+	if got["web-1"] != fleet.StatusOffline || got["web-2"] != fleet.StatusRevoked {
+		t.Fatalf("statuses %v; want web-1 offline (enrolled again), web-2 revoked (as the store says)", got)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -96,6 +97,7 @@ func NewServer(d Deps, scope store.Scope) *mcp.Server {
 		Instructions: Instructions,
 		Logger:       quiet(d.Logger),
 	})
+	s.AddReceivingMiddleware(RecoverPanics(d.Logger))
 	withheld := map[string]bool{}
 	for _, t := range tools {
 		if !t.offeredTo(scope) {
@@ -110,6 +112,27 @@ func NewServer(d Deps, scope store.Scope) *mcp.Server {
 	addResources(s, d, scope)
 	addPrompts(s, scope)
 	return s
+}
+
+// RecoverPanics turns a panic in a handler into a JSON-RPC internal error
+// and a logged stack: the SDK runs handlers on goroutines of its own, where
+// a panic would end the whole coordinator, every agent stream and pending
+// approval with it.
+func RecoverPanics(logger *slog.Logger) mcp.Middleware {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					logger.Error("panic in an MCP handler; the request failed, the coordinator goes on", "method", method, "panic", p, "stack", string(debug.Stack()))
+					res, err = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error in gridcity while answering " + method + " (see the coordinator's log); the request can be retried"}
+				}
+			}()
+			return next(ctx, method, req)
+		}
+	}
 }
 
 // refuseWithheld answers a call of a tool this token's scope does not
