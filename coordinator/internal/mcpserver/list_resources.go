@@ -49,7 +49,7 @@ type ResourceView struct {
 	CheckedAt   string             `json:"checkedAt,omitempty"`
 	CheckedFrom string             `json:"checkedFrom,omitempty" jsonschema:"where the checks that count ran: the servers that use it (comma-separated), or the coordinator"`
 	Since       string             `json:"since,omitempty" jsonschema:"since when it has been troubled (or healthy)"`
-	Backends    []BackendView      `json:"backends,omitempty" jsonschema:"load balancers: the targets behind it (what it uses) and their state"`
+	Backends    []BackendView      `json:"backends,omitempty" jsonschema:"load balancers: the targets behind it (what it uses, but the server it runs on) and their state"`
 	Checks      []CheckView        `json:"checks" jsonschema:"each vantage point's latest check: the servers that use it probe it through their agents; the coordinator probes it when none can"`
 }
 
@@ -87,6 +87,7 @@ func addListResources(s *mcp.Server, d Deps) {
 		if err != nil {
 			return nil, ResourcesOutput{}, fmt.Errorf("the topology cannot be built: %v", err)
 		}
+		var hosts map[string]string // resource → the server it runs on, read when a load balancer needs it
 		for _, st := range d.Resources.States() {
 			m := maps.Clone(st.Metrics)
 			if m == nil {
@@ -103,7 +104,13 @@ func addListResources(s *mcp.Server, d Deps) {
 			var backends []BackendView
 			if st.Kind == "load_balancer" {
 				backends = []BackendView{}
+				if hosts == nil {
+					hosts = topology.HostedOn(d.Topology.Config(), d.Fleet.Servers())
+				}
 				for _, id := range g.Uses(st.ID) {
+					if id == hosts[st.ID] {
+						continue // the server it runs on, not one it balances
+					}
 					if b, ok := g.Target(id); ok {
 						backends = append(backends, BackendView{ID: b.ID, Kind: b.Kind, Status: b.Status, Troubled: b.Troubled, Reason: b.Reason})
 					}

@@ -229,12 +229,29 @@ func (s *Source) links(servers []fleet.Server, known map[string]bool, endpoints 
 			}
 		}
 	}
-	for _, ep := range slices.Sorted(maps.Keys(endpoints)) {
-		if on, ok := listening[ep]; ok {
-			add(endpoints[ep], on, graph.SourceDiscovered)
-		}
+	hosts := hostedOn(endpoints, listening)
+	for _, id := range slices.Sorted(maps.Keys(hosts)) {
+		add(id, hosts[id], graph.SourceDiscovered)
 	}
 	return links
+}
+
+// HostedOn maps each resource to the server it runs on: the one listening
+// on the address its target names. A resource uses that server, and so
+// depends on it, but it is not what the resource serves: a load
+// balancer's host is not one of its backends.
+func HostedOn(cfg *config.Config, servers []fleet.Server) map[string]string {
+	return hostedOn(resourceEndpoints(cfg), ListeningIndex(servers))
+}
+
+func hostedOn(endpoints, listening map[string]string) map[string]string {
+	out := map[string]string{}
+	for ep, id := range endpoints {
+		if on, ok := listening[ep]; ok {
+			out[id] = on
+		}
+	}
+	return out
 }
 
 // ListeningIndex maps "address:port" to the server listening there, for
