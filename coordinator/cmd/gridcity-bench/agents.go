@@ -20,6 +20,8 @@ import (
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/gridcity/gridcity/coordinator/internal/simfleet"
 )
 
 // agentsRun is what `agents` writes for report: one coordinator's memory
@@ -411,7 +413,7 @@ func enrollAll(ctx context.Context, jl gridcityv1.JoinLine, n, parallel int) ([]
 				}
 				var err error
 				for try := 0; ; try++ {
-					ids[i], cas[i], err = enrollSim(ctx, jl, simName(i))
+					ids[i], cas[i], err = enrollSim(ctx, jl, simfleet.Name(i))
 					if err == nil || try == 3 || !transient(err) {
 						break
 					}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/gridcity/gridcity/coordinator/internal/simfleet"
 )
 
 // noPeer is said of every row of the simulated fleet: no peer in this run
@@ -84,7 +86,7 @@ func agentsMethod(runs []agentsRun) string {
 		"then list_servers (without arguments: its first page of 200 servers) and incident_report are called %d times each; every list_servers answer is checked to count every agent online, "+
 		"and afterwards every page of list_servers is read once, untimed, to check that every agent is listed online with its state. "+
 		"The driver runs on the same machine and its CPU competes with the coordinator's.",
-		strings.Join(sizes, " and "), r.BaselineSeconds, strings.Join(sizes, " or "), r.RampRate, r.HeartbeatSeconds, r.ChangeSeconds, simGroup,
+		strings.Join(sizes, " and "), r.BaselineSeconds, strings.Join(sizes, " or "), r.RampRate, r.HeartbeatSeconds, r.ChangeSeconds, simfleet.Group,
 		r.SettleSeconds, r.Seconds, len(r.ListServers.Ms))
 }
 

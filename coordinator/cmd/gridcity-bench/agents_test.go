@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gridcity/gridcity/coordinator/internal/simfleet"
 )
 
 // TestAgentsSimulation runs `agents` with a small fleet against a real
@@ -123,9 +125,9 @@ func TestSimFleet(t *testing.T) {
 	const n = 250
 	addrs := map[string]int{}
 	for i := range n {
-		a := simAddr(i)
+		a := simfleet.Addr(i)
 		if net.ParseIP(a) == nil {
-			t.Fatalf("simAddr(%d) = %q", i, a)
+			t.Fatalf("simfleet.Addr(%d) = %q", i, a)
 		}
 		if j, ok := addrs[a]; ok {
 			t.Fatalf("servers %d and %d share %s", i, j, a)
@@ -134,22 +136,22 @@ func TestSimFleet(t *testing.T) {
 	}
 	for _, c := range []struct {
 		i, links int // connections to other simulated servers
-		role     simRole
+		role     simfleet.Role
 	}{
-		{0, 0, roleDB}, {1, 0, roleCache}, {2, 0, roleQueue}, {3, 4, roleApp}, {99, 4, roleApp},
-		{100, 0, roleDB}, {203, 4, roleApp},
+		{0, 0, simfleet.RoleDB}, {1, 0, simfleet.RoleCache}, {2, 0, simfleet.RoleQueue}, {3, 4, simfleet.RoleApp}, {99, 4, simfleet.RoleApp},
+		{100, 0, simfleet.RoleDB}, {203, 4, simfleet.RoleApp},
 		// The last district has servers 200–249: all four still exist.
-		{249, 4, roleApp},
+		{249, 4, simfleet.RoleApp},
 	} {
-		a := newSimAgent(c.i, n, simIdentity{name: simName(c.i)})
-		if roleOf(c.i) != c.role {
-			t.Errorf("server %d: role %d; want %d", c.i, roleOf(c.i), c.role)
+		a := newSimAgent(c.i, n, simIdentity{name: simfleet.Name(c.i)})
+		if simfleet.RoleOf(c.i) != c.role {
+			t.Errorf("server %d: role %d; want %d", c.i, simfleet.RoleOf(c.i), c.role)
 		}
 		got := 0
 		for _, conn := range a.full.GetConnections().GetItems() {
 			if j, ok := addrs[conn.GetRemoteAddress()]; ok {
 				got++
-				if j/simGroup != c.i/simGroup || j == c.i {
+				if j/simfleet.Group != c.i/simfleet.Group || j == c.i {
 					t.Errorf("server %d connects to %d, outside its district or itself", c.i, j)
 				}
 			}
@@ -170,7 +172,7 @@ func TestSimFleet(t *testing.T) {
 		}
 	}
 	// A district of one database alone: nothing to connect to.
-	if a := newSimAgent(3, 4, simIdentity{name: simName(3)}); len(a.full.GetConnections().GetItems()) != 6+3 {
+	if a := newSimAgent(3, 4, simIdentity{name: simfleet.Name(3)}); len(a.full.GetConnections().GetItems()) != 6+3 {
 		t.Errorf("the only application server: %d connections; want 6 outside and 3 in the fleet", len(a.full.GetConnections().GetItems()))
 	}
 }
