@@ -38,17 +38,20 @@ func verdict(status, detail string) judged { return judged{Rung: Rung{Status: st
 func (s *session) judgeAgent(srv fleet.Server, hostUp []Attempt) judged {
 	now := s.f.Now
 	if !srv.Online {
-		j := verdict(Fail, fmt.Sprintf("the agent on %s is offline; last heard from %s", srv.Name, ago(now, srv.LastSeen)))
-		if !srv.RevokedAt.IsZero() {
-			j = verdict(Fail, fmt.Sprintf("the agent on %s was revoked %s (last heard from %s): the server is retired; enroll it again with a new join line to watch it",
-				srv.Name, ago(now, srv.RevokedAt), ago(now, srv.LastSeen)))
-		}
-		if srv.Reconnecting {
+		var detail string
+		switch {
+		case !srv.RevokedAt.IsZero():
+			detail = fmt.Sprintf("the agent on %s was revoked %s (last heard from %s): the server is retired; enroll it again with a new join line to watch it",
+				srv.Name, ago(now, srv.RevokedAt), ago(now, srv.LastSeen))
+		case srv.Reconnecting:
 			// The coordinator restarted a moment ago: the agent is most
 			// likely waiting out its reconnect backoff.
-			j = verdict(Fail, fmt.Sprintf("the agent on %s has not reconnected since the coordinator restarted %s (last heard from %s); it is expected back by %s",
-				srv.Name, ago(now, srv.Restarted), ago(now, srv.LastSeen), stamp(srv.GraceEnds)))
+			detail = fmt.Sprintf("the agent on %s has not reconnected since the coordinator restarted %s (last heard from %s); it is expected back by %s",
+				srv.Name, ago(now, srv.Restarted), ago(now, srv.LastSeen), stamp(srv.GraceEnds))
+		default:
+			detail = fmt.Sprintf("the agent on %s is offline; last heard from %s", srv.Name, ago(now, srv.LastSeen))
 		}
+		j := verdict(Fail, detail)
 		ev := []string{fmt.Sprintf("%s's agent stream is closed; it was last heard from at %s (%s)", srv.Name, stamp(srv.LastSeen), ago(now, srv.LastSeen))}
 		for _, a := range hostUp {
 			ev = append(ev, "host up? "+describe(a))
