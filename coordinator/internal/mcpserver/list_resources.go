@@ -87,7 +87,10 @@ func addListResources(s *mcp.Server, d Deps) {
 		if err != nil {
 			return nil, ResourcesOutput{}, fmt.Errorf("the topology cannot be built: %v", err)
 		}
-		var hosts map[string]string // resource → the server it runs on, read when a load balancer needs it
+		hosts, err := d.Topology.HostedOn() // cached with the graph, not built again
+		if err != nil {
+			return nil, ResourcesOutput{}, fmt.Errorf("the topology cannot be built: %v", err)
+		}
 		for _, st := range d.Resources.States() {
 			m := maps.Clone(st.Metrics)
 			if m == nil {
@@ -104,9 +107,6 @@ func addListResources(s *mcp.Server, d Deps) {
 			var backends []BackendView
 			if st.Kind == "load_balancer" {
 				backends = []BackendView{}
-				if hosts == nil {
-					hosts = topology.HostedOn(d.Topology.Config(), d.Fleet.Servers())
-				}
 				for _, id := range g.Uses(st.ID) {
 					if id == hosts[st.ID] {
 						continue // the server it runs on, not one it balances

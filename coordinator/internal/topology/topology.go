@@ -40,8 +40,18 @@ type Source struct {
 	// The last graph, reused while neither the fleet's shape nor the
 	// resources' states have changed (when both tell their versions).
 	mu        sync.Mutex
-	cached    *graph.Graph
+	cached    built
 	cachedKey [2]uint64
+}
+
+// built is one graph with what was learned building it.
+type built struct {
+	g *graph.Graph
+	// hosts maps each resource to the server it runs on: the one listening
+	// on the address its target names. A resource uses that server, and so
+	// depends on it, but it is not what the resource serves: a load
+	// balancer's host is not one of its backends.
+	hosts map[string]string
 }
 
 // shapeVersioner is a Servers that tells when its topology changes.
@@ -65,6 +75,18 @@ func (s *Source) Config() *config.Config { return s.cfg }
 // it depends on has changed since, else a new one. Graphs are immutable,
 // so callers may share one.
 func (s *Source) Graph() (*graph.Graph, error) {
+	b, err := s.current()
+	return b.g, err
+}
+
+// HostedOn maps each resource to the server it runs on (see built.hosts),
+// as of the current graph.
+func (s *Source) HostedOn() (map[string]string, error) {
+	b, err := s.current()
+	return b.hosts, err
+}
+
+func (s *Source) current() (built, error) {
 	sv, ok1 := s.servers.(shapeVersioner)
 	rv, ok2 := s.resources.(versioner)
 	if !ok1 || !ok2 {
@@ -74,23 +96,23 @@ func (s *Source) Graph() (*graph.Graph, error) {
 	// the next call build again, never keeps a stale graph.
 	key := [2]uint64{sv.ShapeVersion(), rv.Version()}
 	s.mu.Lock()
-	if s.cached != nil && s.cachedKey == key {
-		g := s.cached
+	if s.cached.g != nil && s.cachedKey == key {
+		b := s.cached
 		s.mu.Unlock()
-		return g, nil
+		return b, nil
 	}
 	s.mu.Unlock()
-	g, err := s.build()
+	b, err := s.build()
 	if err != nil {
-		return nil, err
+		return built{}, err
 	}
 	s.mu.Lock()
-	s.cached, s.cachedKey = g, key
+	s.cached, s.cachedKey = b, key
 	s.mu.Unlock()
-	return g, nil
+	return b, nil
 }
 
-func (s *Source) build() (*graph.Graph, error) {
+func (s *Source) build() (built, error) {
 	servers := s.servers.Servers()
 	var targets []graph.Target
 	known := map[string]bool{}
@@ -133,7 +155,7 @@ func (s *Source) build() (*graph.Graph, error) {
 		known[r.ID] = true
 	}
 
-	links := s.links(servers, known, endpoints)
+	links, hosts := s.links(servers, known, endpoints)
 
 	// Districts from the config, plus the district each agent declares.
 	byID := map[string]*graph.District{}
@@ -171,7 +193,8 @@ func (s *Source) build() (*graph.Graph, error) {
 		sort.Strings(byID[id].Members)
 		districts = append(districts, *byID[id])
 	}
-	return graph.New(targets, links, districts)
+	g, err := graph.New(targets, links, districts)
+	return built{g: g, hosts: hosts}, err
 }
 
 // reconnectingReason says why a server that is not connected is not
@@ -206,8 +229,8 @@ func resourceEndpoints(cfg *config.Config) map[string]string {
 //
 // A discovered link that was also declared is kept once, as declared (by
 // graph.New, which folds duplicates).
-func (s *Source) links(servers []fleet.Server, known map[string]bool, endpoints map[string]string) []graph.Link {
-	links := make([]graph.Link, 0, len(s.cfg.Links))
+func (s *Source) links(servers []fleet.Server, known map[string]bool, endpoints map[string]string) (links []graph.Link, hosts map[string]string) {
+	links = make([]graph.Link, 0, len(s.cfg.Links))
 	add := func(from, to, source string) {
 		if from != to {
 			links = append(links, graph.Link{From: from, To: to, Source: source})
@@ -229,29 +252,16 @@ func (s *Source) links(servers []fleet.Server, known map[string]bool, endpoints 
 			}
 		}
 	}
-	hosts := hostedOn(endpoints, listening)
+	hosts = map[string]string{}
+	for ep, id := range endpoints {
+		if on, ok := listening[ep]; ok {
+			hosts[id] = on
+		}
+	}
 	for _, id := range slices.Sorted(maps.Keys(hosts)) {
 		add(id, hosts[id], graph.SourceDiscovered)
 	}
-	return links
-}
-
-// HostedOn maps each resource to the server it runs on: the one listening
-// on the address its target names. A resource uses that server, and so
-// depends on it, but it is not what the resource serves: a load
-// balancer's host is not one of its backends.
-func HostedOn(cfg *config.Config, servers []fleet.Server) map[string]string {
-	return hostedOn(resourceEndpoints(cfg), ListeningIndex(servers))
-}
-
-func hostedOn(endpoints, listening map[string]string) map[string]string {
-	out := map[string]string{}
-	for ep, id := range endpoints {
-		if on, ok := listening[ep]; ok {
-			out[id] = on
-		}
-	}
-	return out
+	return links, hosts
 }
 
 // ListeningIndex maps "address:port" to the server listening there, for
@@ -311,7 +321,8 @@ func (s *Source) Vantages() map[string][]string {
 		known[r.ID] = true
 	}
 	users := map[string][]string{}
-	for _, l := range s.links(servers, known, resourceEndpoints(s.cfg)) {
+	links, _ := s.links(servers, known, resourceEndpoints(s.cfg))
+	for _, l := range links {
 		if able[l.From] {
 			users[l.To] = append(users[l.To], l.From)
 		}
