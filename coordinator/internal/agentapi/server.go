@@ -197,16 +197,12 @@ func (s *Server) Enroll(ctx context.Context, req *gridcityv1.EnrollRequest) (*gr
 	if err := pki.ValidName(req.GetName()); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "%v (set it with --name)", err)
 	}
-	der, serial, err := s.ca.SignAgent(req.GetCsrDer(), req.GetName())
+	cert, err := s.ca.SignAgent(req.GetCsrDer(), req.GetName())
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "enrollment of %q refused: %v", req.GetName(), err)
 	}
-	key, err := pki.PublicKeySHA256(der)
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "enrollment of %q: %v", req.GetName(), err)
-	}
 	now := s.now()
-	again, err := s.store.Enroll(ctx, HashToken(req.GetJoinToken()), now, store.Agent{Name: req.GetName(), Serial: serial, EnrolledAt: now, Key: key})
+	again, err := s.store.Enroll(ctx, HashToken(req.GetJoinToken()), now, store.Agent{Name: req.GetName(), Serial: cert.Serial, EnrolledAt: now, Key: cert.KeySHA256})
 	switch {
 	case errors.Is(err, store.ErrTokenUnknown):
 		return nil, status.Error(codes.Unauthenticated, "join token unknown: it was mistyped or belongs to another coordinator; run `gridcity join` for a new one")
@@ -226,11 +222,11 @@ func (s *Server) Enroll(ctx context.Context, req *gridcityv1.EnrollRequest) (*gr
 		// The agent's first answer was lost (a timeout, a cut
 		// connection): the same key asked again, and gets a new
 		// certificate in place of the one it never received.
-		s.logger.Info("agent enrolled again with the same key; the answer to its first enrollment did not reach it", "server", req.GetName(), "serial", serial)
+		s.logger.Info("agent enrolled again with the same key; the answer to its first enrollment did not reach it", "server", req.GetName(), "serial", cert.Serial)
 	} else {
-		s.logger.Info("agent enrolled", "server", req.GetName(), "serial", serial, "version", req.GetAgentVersion())
+		s.logger.Info("agent enrolled", "server", req.GetName(), "serial", cert.Serial, "version", req.GetAgentVersion())
 	}
-	return &gridcityv1.EnrollResponse{CertificateDer: der, CaDer: s.ca.Cert().Raw, ServerName: pki.ServerName}, nil
+	return &gridcityv1.EnrollResponse{CertificateDer: cert.DER, CaDer: s.ca.Cert().Raw, ServerName: pki.ServerName}, nil
 }
 
 // recoverCall, deferred, turns a panic in a call's handler into an

@@ -157,18 +157,27 @@ func (ca *CA) ServerCertificate(extraNames ...string) (tls.Certificate, error) {
 	return tls.Certificate{Certificate: [][]byte{der, ca.cert.Raw}, PrivateKey: key}, nil
 }
 
+// AgentCert is an agent's client certificate as issued.
+type AgentCert struct {
+	DER    []byte
+	Serial string // as stored (SerialHex)
+	// KeySHA256 is the SHA-256 of its public key (SubjectPublicKeyInfo):
+	// what tells one agent's key from another's.
+	KeySHA256 []byte
+}
+
 // SignAgent checks a certificate request and issues the agent's client
 // certificate for name. It returns the DER and the hex serial.
-func (ca *CA) SignAgent(csrDER []byte, name string) ([]byte, string, error) {
+func (ca *CA) SignAgent(csrDER []byte, name string) (AgentCert, error) {
 	csr, err := x509.ParseCertificateRequest(csrDER)
 	if err != nil {
-		return nil, "", fmt.Errorf("certificate request is not valid DER PKCS#10: %w", err)
+		return AgentCert{}, fmt.Errorf("certificate request is not valid DER PKCS#10: %w", err)
 	}
 	if err := csr.CheckSignature(); err != nil {
-		return nil, "", fmt.Errorf("certificate request signature: %w", err)
+		return AgentCert{}, fmt.Errorf("certificate request signature: %w", err)
 	}
 	if err := ValidName(name); err != nil {
-		return nil, "", err
+		return AgentCert{}, err
 	}
 	now := time.Now()
 	serial := randomSerial()
@@ -182,20 +191,10 @@ func (ca *CA) SignAgent(csrDER []byte, name string) ([]byte, string, error) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, csr.PublicKey, ca.key)
 	if err != nil {
-		return nil, "", fmt.Errorf("issue agent certificate: %w", err)
+		return AgentCert{}, fmt.Errorf("issue agent certificate: %w", err)
 	}
-	return der, SerialHex(serial), nil
-}
-
-// PublicKeySHA256 is the SHA-256 of a certificate's public key (its
-// SubjectPublicKeyInfo): what tells one agent's key from another's.
-func PublicKeySHA256(certDER []byte) ([]byte, error) {
-	c, err := x509.ParseCertificate(certDER)
-	if err != nil {
-		return nil, fmt.Errorf("read certificate: %w", err)
-	}
-	sum := sha256.Sum256(c.RawSubjectPublicKeyInfo)
-	return sum[:], nil
+	key := sha256.Sum256(csr.RawSubjectPublicKeyInfo)
+	return AgentCert{DER: der, Serial: SerialHex(serial), KeySHA256: key[:]}, nil
 }
 
 // SerialHex formats a certificate serial as stored.
