@@ -11,13 +11,14 @@ type Heading struct {
 	Name         string
 	Online       bool
 	Reconnecting bool // as Server.Reconnecting
-	Revoked      bool // as Server.RevokedAt, not zero
 	// District is the district its agent declared (empty if none).
 	District string
 }
 
-// Status is as the server's.
-func (h Heading) Status() string { return status(h.Online, h.Revoked, h.Reconnecting) }
+// Status is the server's, but for revocation: "online", "reconnecting" or
+// "offline". A listing takes who is revoked from the store, which the
+// fleet's own mark (see SyncRevoked) may lag.
+func (h Heading) Status() string { return status(h.Online, false, h.Reconnecting) }
 
 // Headings returns every server's heading, sorted by name. Unlike Servers
 // it copies no state (a copy costs microseconds: tens of milliseconds on a
@@ -28,7 +29,7 @@ func (f *Fleet) Headings() []Heading {
 	f.mu.RLock()
 	out := make([]Heading, 0, len(f.servers))
 	for _, s := range f.servers {
-		out = append(out, Heading{Name: s.Name, Online: s.Online, Reconnecting: s.awaited, Revoked: !s.RevokedAt.IsZero(), District: s.Hello.GetDistrict()})
+		out = append(out, Heading{Name: s.Name, Online: s.Online, Reconnecting: s.awaited, District: s.Hello.GetDistrict()})
 	}
 	f.mu.RUnlock()
 	slices.SortFunc(out, func(a, b Heading) int { return strings.Compare(a.Name, b.Name) })

@@ -206,9 +206,7 @@ func listServers(ctx context.Context, d Deps, in ListServersInput, now time.Time
 	heads := d.Fleet.Headings()
 	all := make([]listed, 0, len(heads))
 	for _, h := range heads {
-		// The store, read just now, says who is revoked; the fleet's mark
-		// may lag it by its look interval either way.
-		h.Revoked = false
+		// The store, read just now, says who is revoked (see Heading.Status).
 		l := listed{name: h.Name, status: h.Status(), district: h.District, connected: true}
 		if a := enrolled[h.Name]; a != nil && a.Revoked() {
 			l.status, l.agent = statusRevoked, a
