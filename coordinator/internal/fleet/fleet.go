@@ -240,11 +240,8 @@ func (f *Fleet) SyncRevoked(ctx context.Context) error {
 	for name, s := range f.servers {
 		if at := revoked[name]; !at.Equal(s.RevokedAt) {
 			s.RevokedAt, changed = at, true
-			if !at.IsZero() && s.awaited { // no longer awaited after a restart
-				s.awaited = false
-				if f.awaiting--; f.awaiting == 0 {
-					f.inGrace.Store(false)
-				}
+			if !at.IsZero() {
+				f.unawait(s) // retired: not awaited after a restart
 			}
 		}
 	}
@@ -272,6 +269,18 @@ func troubled(ctx context.Context, st store.Store) (map[string]bool, error) {
 		}
 	}
 	return out, nil
+}
+
+// unawait stops waiting for s after a restart (it connected, or was
+// revoked). The caller holds f.mu.
+func (f *Fleet) unawait(s *server) {
+	if !s.awaited {
+		return
+	}
+	s.awaited = false
+	if f.awaiting--; f.awaiting == 0 {
+		f.inGrace.Store(false) // no one left to wait for: nothing to end
+	}
 }
 
 // endGraceIfDue ends the startup grace once it has run out: the servers
@@ -315,12 +324,7 @@ func (f *Fleet) Connect(hello *gridcityv1.Hello) uint64 {
 	}
 	f.streams++
 	s.stream = f.streams
-	if s.awaited {
-		s.awaited = false
-		if f.awaiting--; f.awaiting == 0 {
-			f.inGrace.Store(false) // everyone is back: nothing left to end
-		}
-	}
+	f.unawait(s)
 	s.Online, s.ConnectedAt, s.LastSeen = true, now, now
 	s.RevokedAt = time.Time{} // its stream was accepted: enrolled anew
 	s.Hello = proto.Clone(hello).(*gridcityv1.Hello)
