@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
@@ -160,28 +159,16 @@ func (s *Service) validate(sub Submission) error {
 	if sub.Input != nil && (strings.TrimSpace(sub.Input.Prompt) == "" || len(sub.Input.Prompt) > maxPrompt) {
 		return fmt.Errorf("input.prompt must say what to type (1 to %d bytes)", maxPrompt)
 	}
-	fields := map[string]string{"command": sub.Command, "reason": sub.Reason}
+	fields := [][2]string{{"command", sub.Command}, {"reason", sub.Reason}}
 	if sub.Input != nil {
-		fields["input.prompt"] = sub.Input.Prompt
+		fields = append(fields, [2]string{"input.prompt", sub.Input.Prompt})
 	}
-	for name, v := range fields {
-		if r, at, ok := hidden(v); ok {
-			return fmt.Errorf("%s holds an invisible or control character (U+%04X at byte %d), which would make the approval card show something other than what runs; remove it", name, r, at)
+	for _, f := range fields {
+		if err := checkVisible(f[0], f[1]); err != nil {
+			return err
 		}
 	}
 	return nil
-}
-
-// hidden finds a character a person cannot see on the card but a shell
-// acts on: controls other than newline and tab, and format characters such
-// as the bidirectional overrides that reorder what is displayed.
-func hidden(s string) (rune, int, bool) {
-	for i, r := range s {
-		if (unicode.Is(unicode.Cc, r) && r != '\n' && r != '\t') || unicode.Is(unicode.Cf, r) {
-			return r, i, true
-		}
-	}
-	return 0, 0, false
 }
 
 // MaxPendingPerToken bounds the cards one token can have open, so that no
