@@ -86,6 +86,7 @@ type Submission struct {
 	Risky          bool
 	Client         string
 	Token          string
+	Runbook        string // the runbook(s) whose command this is, from the config
 }
 
 // Limits on what a request may hold.
@@ -112,7 +113,7 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (Request, error) {
 	}
 	r := Request{
 		ID: newID(), Server: sub.Server, Command: sub.Command, Reason: sub.Reason, TimeoutSeconds: sub.TimeoutSeconds,
-		Input: sub.Input, Risky: sub.Risky, Client: sub.Client, Token: sub.Token, RunAs: info.RunAs,
+		Input: sub.Input, Risky: sub.Risky, Client: sub.Client, Token: sub.Token, RunAs: info.RunAs, Runbook: sub.Runbook,
 		Sudo:   info.RunAs != "root" && sudoWord.MatchString(sub.Command),
 		Status: StatusPending, CreatedAt: now, ExpiresAt: now.Add(s.cfg.Expiry),
 	}
@@ -120,7 +121,7 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (Request, error) {
 	defer s.mu.Unlock()
 	if err := s.audit(ctx, r.ID, "requested", "token:"+r.Token+" ("+r.Client+")", map[string]any{
 		"server": r.Server, "command": r.Command, "reason": r.Reason, "timeoutSeconds": r.TimeoutSeconds,
-		"risky": r.Risky, "input": r.Input, "runAs": r.RunAs}); err != nil {
+		"risky": r.Risky, "input": r.Input, "runAs": r.RunAs, "runbook": r.Runbook}); err != nil {
 		return Request{}, err
 	}
 	if err := s.save(ctx, r); err != nil {
@@ -290,6 +291,7 @@ func (s *Service) Approve(ctx context.Context, id, approver string, a Approval) 
 	}
 	now := s.cfg.Now().UTC()
 	r.Status, r.DecidedAt, r.DecidedBy, r.Note = StatusApproved, now, approver, bound(a.Note, maxReason)
+	r.InputGiven, r.SudoPasswordGiven = len(a.Input) > 0, len(a.SudoPassword) > 0
 	if err := s.audit(ctx, id, "approved", "approver:"+approver, map[string]any{"note": r.Note, "input": len(a.Input) > 0, "sudoPassword": len(a.SudoPassword) > 0}); err != nil {
 		return Request{}, err
 	}

@@ -35,3 +35,20 @@ func TestRunCommandRefusesWhatTheCardCannotShow(t *testing.T) {
 		t.Fatalf("%d cards made for refused commands", len(pending))
 	}
 }
+
+// TestRunCommandNamesTheRunbook: a command that is exactly a runbook's is
+// recorded with the runbook's name, for the card and the history.
+func TestRunCommandNamesTheRunbook(t *testing.T) {
+	e := newEnv(t, DefaultGuardConfig())
+	e.fleet.Connect(&gridcityv1.Hello{Name: "web-1", CommandsEnabled: true, RunAs: "root"})
+	cs := e.client(t, e.token)
+	for _, c := range []string{"systemctl restart postgresql", "systemctl restart postgresql; rm -rf /tmp/x"} {
+		if res, _ := callJSON(t, cs, "run_command", map[string]any{"server": "web-1", "command": c, "reason": "db stuck", "timeout_seconds": 10}); res.IsError {
+			t.Fatalf("%s: %+v", c, res.Content)
+		}
+	}
+	pending, _ := e.cmds.Pending(context.Background())
+	if len(pending) != 2 || pending[0].Runbook != "restart-postgres" || pending[1].Runbook != "" {
+		t.Fatalf("pending %+v; want the runbook named for its exact command only", pending)
+	}
+}

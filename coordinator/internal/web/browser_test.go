@@ -196,7 +196,7 @@ func TestBrowser(t *testing.T) {
 	}
 
 	second := e.submit(t, command.Submission{Server: "app-1", Command: "sudo docker login registry.example --password-stdin", Reason: "pull the new image",
-		Input: &command.Input{Prompt: "Registry token", Secret: true}, Client: "cursor", Token: "ci"})
+		Input: &command.Input{Prompt: "Registry token", Secret: true}, Client: "cursor", Token: "ci", Runbook: "registry-login"})
 	card2 := fmt.Sprintf(`#cards article[data-id="%s"]`, second.ID)
 	do("see the second card", chromedp.WaitVisible(chromedp.CSS(card2+" .input")), chromedp.WaitVisible(chromedp.CSS(card2+" .sudo")))
 	if typ, _ := chromedp.Run(bctx, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector('%s .input').type`, card2))); typ != "password" {
@@ -204,6 +204,20 @@ func TestBrowser(t *testing.T) {
 	}
 	if got := text(card2 + " .input-label"); got != "Registry token" {
 		t.Errorf("input label %q; want the prompt", got)
+	}
+	if got := text(card2 + " .runbook dd"); got != "registry-login" {
+		t.Errorf("card names runbook %q; want registry-login", got)
+	}
+	visible := func(sel string) bool {
+		t.Helper()
+		v, err := chromedp.Run(bctx, chromedp.Evaluate[bool](fmt.Sprintf(`(() => { const e = document.querySelector('%s'); return !!e && e.checkVisibility(); })()`, sel)))
+		if err != nil {
+			t.Fatalf("is %s visible: %v", sel, err)
+		}
+		return v
+	}
+	if visible(card + " .runbook") {
+		t.Error("a command of the AI's own shows a runbook row")
 	}
 	third := e.submit(t, command.Submission{Command: "apt-get upgrade -y", Reason: "security updates"})
 	card3 := fmt.Sprintf(`#cards article[data-id="%s"]`, third.ID)
@@ -304,6 +318,21 @@ func TestBrowser(t *testing.T) {
 		if got := text(hist + " " + sel); got != want {
 			t.Errorf("history %s = %q; want %q", sel, got, want)
 		}
+	}
+	// The history keeps the risky mark and the runbook, and says what the
+	// approver typed, never the value.
+	hist2 := fmt.Sprintf(`#history article[data-id="%s"]`, second.ID)
+	for sel, want := range map[string]bool{hist + " .badge.risky": true, hist2 + " .badge.risky": false, hist + " .runbook": false, hist2 + " .runbook": true,
+		hist + " .given": false, hist2 + " .given": true} {
+		if got := visible(sel); got != want {
+			t.Errorf("history %s visible %v; want %v", sel, got, want)
+		}
+	}
+	if got := text(hist2 + " .runbook dd"); got != "registry-login" {
+		t.Errorf("history names runbook %q", got)
+	}
+	if got := text(hist2 + " .given dd"); got != "the secret input and a sudo password (not kept)" {
+		t.Errorf("history says the approver typed %q", got)
 	}
 	if got := text(hist + " .decision dd"); !strings.HasPrefix(got, "approved by alice") {
 		t.Errorf("history decision %q; want approved by alice", got)

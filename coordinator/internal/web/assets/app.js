@@ -409,6 +409,7 @@
     row(el, 'client', r.client);
     row(el, 'token', r.token);
     row(el, 'runas', r.runAs);
+    row(el, 'runbook', r.runbook);
     if (r.input) {
       $('.input-field', el).hidden = false;
       $('.input', el).type = r.input.secret ? 'password' : 'text';
@@ -524,11 +525,14 @@
     badge.classList.add(r.status);
     $('.when', el).textContent = new Date(r.createdAt).toLocaleString();
     showTexts(el, [['.cmd', r.command], ['.reason', r.reason]]);
+    $('.badge.risky', el).hidden = !r.risky;
     row(el, 'asker', [r.client, r.token && `token ${r.token}`].filter(Boolean).join(', '));
+    row(el, 'runbook', r.runbook);
     let decision = r.decision;
     if (r.decidedBy) decision += ` by ${r.decidedBy}`;
     if (r.decidedAt) decision += `, ${new Date(r.decidedAt).toLocaleString()}`;
     row(el, 'decision', decision);
+    row(el, 'given', given(r));
     row(el, 'note', r.note);
     row(el, 'exit', r.exitCode === null ? '' : String(r.exitCode));
     row(el, 'duration', r.durationMs ? duration(r.durationMs) : '');
@@ -536,6 +540,15 @@
     output($('.stdout', el), 'stdout', r.stdout);
     output($('.stderr', el), 'stderr', r.stderr);
     return el;
+  }
+
+  // given says what the approver typed on the card, never its value, which
+  // the coordinator does not keep.
+  function given(r) {
+    const what = [];
+    if (r.inputGiven) what.push(r.input && r.input.secret ? 'the secret input' : 'the input');
+    if (r.sudoPasswordGiven) what.push('a sudo password');
+    return what.length ? `${what.join(' and ')} (not kept)` : '';
   }
 
   // output fills a collapsible stream; long ones start collapsed.
