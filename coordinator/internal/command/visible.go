@@ -6,10 +6,10 @@ import (
 	"unicode/utf8"
 )
 
-// The approval card must show exactly what runs: a person approves the
-// bytes /bin/sh is given, or nothing. A character is refused in the
-// command, the reason and input.prompt when a person reading the card
-// cannot see it for what it is. The classes come from Unicode's general
+// checkVisible refuses field's value (the command, the reason or
+// input.prompt) when it holds a character a person reading the approval
+// card cannot see for what it is: the card must show exactly what runs, so
+// that a person approves the bytes /bin/sh is given, or nothing. The classes come from Unicode's general
 // categories and properties in Go's unicode tables (Unicode
 // unicode.Version), not from a list of examples:
 //
@@ -29,9 +29,9 @@ import (
 //   - Co (private use): the glyph is whatever a font puts there.
 //   - Cs (surrogates) and bytes that are not UTF-8: not characters; a
 //     browser draws U+FFFD in their place, hiding which bytes they are.
-//   - Unassigned code points (Cn) and
-//     Noncharacter_Code_Point: no font can be trusted to draw them, and a
-//     later Unicode may make them anything, including invisible.
+//   - Unassigned code points (Cn) and Noncharacter_Code_Point: no font can
+//     be trusted to draw them, and a later Unicode may make them anything,
+//     including invisible.
 //   - Blank graphic characters that no property marks: U+2800 BRAILLE
 //     PATTERN BLANK and U+1D159 MUSICAL SYMBOL NULL NOTEHEAD are So and
 //     drawn as empty space.
@@ -48,6 +48,13 @@ import (
 // own that names its code points and keeps the text around it in order
 // (internal/web/assets/app.js); a mark on a non-ASCII base stays inside
 // that box.
+func checkVisible(field, value string) error {
+	u, found := unseen(value)
+	if !found {
+		return nil
+	}
+	return fmt.Errorf("%s holds %s at byte %d, %s; the approval card would not show it for what it is, so a person could approve something other than what runs: remove it, or write it as an ASCII escape (with printf, say)", field, u.what(), u.At, u.Why)
+}
 
 // blankGlyphs are graphic characters drawn as empty space that carry no
 // property saying so.
@@ -122,14 +129,4 @@ func unseen(s string) (unseenChar, bool) {
 		baseASCII = c < utf8.RuneSelf
 	}
 	return unseenChar{}, false
-}
-
-// checkVisible refuses field's value when it holds a character the card
-// would not show for what it is.
-func checkVisible(field, value string) error {
-	u, found := unseen(value)
-	if !found {
-		return nil
-	}
-	return fmt.Errorf("%s holds %s at byte %d, %s; the approval card would not show it for what it is, so a person could approve something other than what runs: remove it, or write it as an ASCII escape (with printf, say)", field, u.what(), u.At, u.Why)
 }
