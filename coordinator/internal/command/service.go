@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
@@ -87,6 +86,7 @@ type Submission struct {
 	Risky          bool
 	Client         string
 	Token          string
+	Runbook        string // the runbook(s) whose command this is, from the config
 }
 
 // Limits on what a request may hold.
@@ -113,7 +113,7 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (Request, error) {
 	}
 	r := Request{
 		ID: newID(), Server: sub.Server, Command: sub.Command, Reason: sub.Reason, TimeoutSeconds: sub.TimeoutSeconds,
-		Input: sub.Input, Risky: sub.Risky, Client: sub.Client, Token: sub.Token, RunAs: info.RunAs,
+		Input: sub.Input, Risky: sub.Risky, Client: sub.Client, Token: sub.Token, RunAs: info.RunAs, Runbook: sub.Runbook,
 		Sudo:   info.RunAs != "root" && sudoWord.MatchString(sub.Command),
 		Status: StatusPending, CreatedAt: now, ExpiresAt: now.Add(s.cfg.Expiry),
 	}
@@ -121,7 +121,7 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (Request, error) {
 	defer s.mu.Unlock()
 	if err := s.audit(ctx, r.ID, "requested", "token:"+r.Token+" ("+r.Client+")", map[string]any{
 		"server": r.Server, "command": r.Command, "reason": r.Reason, "timeoutSeconds": r.TimeoutSeconds,
-		"risky": r.Risky, "input": r.Input, "runAs": r.RunAs}); err != nil {
+		"risky": r.Risky, "input": r.Input, "runAs": r.RunAs, "runbook": r.Runbook}); err != nil {
 		return Request{}, err
 	}
 	if err := s.save(ctx, r); err != nil {
@@ -160,28 +160,16 @@ func (s *Service) validate(sub Submission) error {
 	if sub.Input != nil && (strings.TrimSpace(sub.Input.Prompt) == "" || len(sub.Input.Prompt) > maxPrompt) {
 		return fmt.Errorf("input.prompt must say what to type (1 to %d bytes)", maxPrompt)
 	}
-	fields := map[string]string{"command": sub.Command, "reason": sub.Reason}
+	fields := [][2]string{{"command", sub.Command}, {"reason", sub.Reason}}
 	if sub.Input != nil {
-		fields["input.prompt"] = sub.Input.Prompt
+		fields = append(fields, [2]string{"input.prompt", sub.Input.Prompt})
 	}
-	for name, v := range fields {
-		if r, at, ok := hidden(v); ok {
-			return fmt.Errorf("%s holds an invisible or control character (U+%04X at byte %d), which would make the approval card show something other than what runs; remove it", name, r, at)
+	for _, f := range fields {
+		if err := checkVisible(f[0], f[1]); err != nil {
+			return err
 		}
 	}
 	return nil
-}
-
-// hidden finds a character a person cannot see on the card but a shell
-// acts on: controls other than newline and tab, and format characters such
-// as the bidirectional overrides that reorder what is displayed.
-func hidden(s string) (rune, int, bool) {
-	for i, r := range s {
-		if (unicode.Is(unicode.Cc, r) && r != '\n' && r != '\t') || unicode.Is(unicode.Cf, r) {
-			return r, i, true
-		}
-	}
-	return 0, 0, false
 }
 
 // MaxPendingPerToken bounds the cards one token can have open, so that no
@@ -303,6 +291,7 @@ func (s *Service) Approve(ctx context.Context, id, approver string, a Approval) 
 	}
 	now := s.cfg.Now().UTC()
 	r.Status, r.DecidedAt, r.DecidedBy, r.Note = StatusApproved, now, approver, bound(a.Note, maxReason)
+	r.InputGiven, r.SudoPasswordGiven = len(a.Input) > 0, len(a.SudoPassword) > 0
 	if err := s.audit(ctx, id, "approved", "approver:"+approver, map[string]any{"note": r.Note, "input": len(a.Input) > 0, "sudoPassword": len(a.SudoPassword) > 0}); err != nil {
 		return Request{}, err
 	}

@@ -66,6 +66,9 @@ type Request struct {
 	// password field.
 	RunAs string `json:"runAs"`
 	Sudo  bool   `json:"sudo"`
+	// Runbook names the configured runbook(s) whose command this is,
+	// exactly; "" for a command of the AI's own.
+	Runbook string `json:"runbook,omitempty"`
 
 	Status    Status    `json:"status"`
 	CreatedAt time.Time `json:"createdAt"`
@@ -74,6 +77,10 @@ type Request struct {
 	DecidedAt time.Time `json:"decidedAt,omitzero"`
 	DecidedBy string    `json:"decidedBy,omitempty"` // approver name; "" when it expired
 	Note      string    `json:"note,omitempty"`
+	// InputGiven and SudoPasswordGiven record that the approver typed the
+	// declared input and a sudo password; their values are never kept.
+	InputGiven        bool `json:"inputGiven,omitempty"`
+	SudoPasswordGiven bool `json:"sudoPasswordGiven,omitempty"`
 
 	DispatchedAt time.Time `json:"dispatchedAt,omitzero"`
 	StartedAt    time.Time `json:"startedAt,omitzero"`

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -38,4 +39,20 @@ func addListRunbooks(s *mcp.Server, d Deps) {
 		}
 		return nil, out, nil
 	})
+}
+
+// runbookOf names the runbooks whose command is exactly command, so that the
+// approval card and the history say that the operators wrote it; "" when
+// the command is the AI's own.
+func runbookOf(d Deps, command string) string {
+	if d.Topology == nil {
+		return ""
+	}
+	var names []string
+	for _, r := range d.Topology.Config().Runbooks {
+		if r.Command == command {
+			names = append(names, r.Name)
+		}
+	}
+	return strings.Join(names, ", ")
 }

@@ -76,7 +76,7 @@ func addRunCommand(s *mcp.Server, d Deps) {
 			return nil, CommandResult{}, errors.New("this token has the read scope: it cannot run commands")
 		}
 		sub := command.Submission{Server: in.Server, Command: in.Command, Reason: in.Reason, TimeoutSeconds: in.TimeoutSeconds,
-			Risky: in.Risky, Client: caller.Client, Token: caller.Token}
+			Risky: in.Risky, Client: caller.Client, Token: caller.Token, Runbook: runbookOf(d, in.Command)}
 		if in.Input != nil {
 			sub.Input = &command.Input{Prompt: in.Input.Prompt, Secret: in.Input.Secret}
 		}

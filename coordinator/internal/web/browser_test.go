@@ -196,7 +196,7 @@ func TestBrowser(t *testing.T) {
 	}
 
 	second := e.submit(t, command.Submission{Server: "app-1", Command: "sudo docker login registry.example --password-stdin", Reason: "pull the new image",
-		Input: &command.Input{Prompt: "Registry token", Secret: true}, Client: "cursor", Token: "ci"})
+		Input: &command.Input{Prompt: "Registry token", Secret: true}, Client: "cursor", Token: "ci", Runbook: "registry-login"})
 	card2 := fmt.Sprintf(`#cards article[data-id="%s"]`, second.ID)
 	do("see the second card", chromedp.WaitVisible(chromedp.CSS(card2+" .input")), chromedp.WaitVisible(chromedp.CSS(card2+" .sudo")))
 	if typ, _ := chromedp.Run(bctx, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector('%s .input').type`, card2))); typ != "password" {
@@ -204,6 +204,20 @@ func TestBrowser(t *testing.T) {
 	}
 	if got := text(card2 + " .input-label"); got != "Registry token" {
 		t.Errorf("input label %q; want the prompt", got)
+	}
+	if got := text(card2 + " .runbook dd"); got != "registry-login" {
+		t.Errorf("card names runbook %q; want registry-login", got)
+	}
+	visible := func(sel string) bool {
+		t.Helper()
+		v, err := chromedp.Run(bctx, chromedp.Evaluate[bool](fmt.Sprintf(`(() => { const e = document.querySelector('%s'); return !!e && e.checkVisibility(); })()`, sel)))
+		if err != nil {
+			t.Fatalf("is %s visible: %v", sel, err)
+		}
+		return v
+	}
+	if visible(card + " .runbook") {
+		t.Error("a command of the AI's own shows a runbook row")
 	}
 	third := e.submit(t, command.Submission{Command: "apt-get upgrade -y", Reason: "security updates"})
 	card3 := fmt.Sprintf(`#cards article[data-id="%s"]`, third.ID)
@@ -223,6 +237,47 @@ func TestBrowser(t *testing.T) {
 		_, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Features: []*emulation.MediaFeature{}})
 		return err
 	}))
+
+	// Every non-ASCII character the coordinator lets through is marked, in
+	// a box of its own named by its code points (with the marks on it), in
+	// the command, the reason and the prompt; and a right-to-left word
+	// cannot reorder the ASCII around it: "ש>ב" is drawn in the order it
+	// runs, never as "ב<ש".
+	homoCmd := "cat /etc/p\u0430sswd ש>ב"
+	homo := e.submit(t, command.Submission{Command: homoCmd, Reason: "r\u00e9ad \u0435\u0308", Input: &command.Input{Prompt: "T\u043eken"}})
+	card5 := fmt.Sprintf(`#cards article[data-id="%s"]`, homo.ID)
+	do("see the card with non-ASCII characters", chromedp.WaitVisible(chromedp.CSS(card5)))
+	boxes := func(sel string) string {
+		t.Helper()
+		return eval(bctx, "the marked characters of "+sel, fmt.Sprintf(`JSON.stringify([...document.querySelectorAll('%s .unusual')].map((b) => b.textContent + ' ' + b.title))`, sel))
+	}
+	for sel, want := range map[string]string{
+		card5 + " .cmd":         `["а U+0430","ש U+05E9","ב U+05D1"]`,
+		card5 + " .reason":      "[\"\u00e9 U+00E9\",\"\u0435\u0308 U+0435 U+0308\"]",
+		card5 + " .input-label": `["о U+043E"]`,
+		card + " .cmd":          `[]`,
+	} {
+		if got := boxes(sel); got != want {
+			t.Errorf("%s marks %s; want %s", sel, got, want)
+		}
+	}
+	if got := text(card5 + " .cmd"); got != homoCmd {
+		t.Errorf("card shows command %q; want %q", got, homoCmd)
+	}
+	if got := text(card5 + " .unusual-note"); got != "Not ASCII, highlighted above: U+0430, U+05E9, U+05D1, U+00E9, U+0435, U+0308, U+043E" {
+		t.Errorf("note under the card: %q", got)
+	}
+	if ordered := eval(bctx, "the drawn order", fmt.Sprintf(`(() => {
+		const [, shin, bet] = [...document.querySelectorAll('%s .cmd .unusual')].map((b) => b.getBoundingClientRect());
+		return String(shin.right <= bet.left);
+	})()`, card5)); ordered != "true" {
+		t.Error("a right-to-left word reordered the command: ש is drawn after ב")
+	}
+	shot("non-ascii")
+	if _, err := e.svc.Deny(ctx, homo.ID, "bob", "lookalike"); err != nil {
+		t.Fatal(err)
+	}
+	do("the non-ASCII card leaves", chromedp.WaitNotPresent(chromedp.CSS(card5)))
 
 	// Someone else denies the third: it leaves this page too.
 	if _, err := e.svc.Deny(ctx, third.ID, "bob", "not during business hours"); err != nil {
@@ -264,11 +319,29 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("history %s = %q; want %q", sel, got, want)
 		}
 	}
+	// The history keeps the risky mark and the runbook, and says what the
+	// approver typed, never the value.
+	hist2 := fmt.Sprintf(`#history article[data-id="%s"]`, second.ID)
+	for sel, want := range map[string]bool{hist + " .badge.risky": true, hist2 + " .badge.risky": false, hist + " .runbook": false, hist2 + " .runbook": true,
+		hist + " .given": false, hist2 + " .given": true} {
+		if got := visible(sel); got != want {
+			t.Errorf("history %s visible %v; want %v", sel, got, want)
+		}
+	}
+	if got := text(hist2 + " .runbook dd"); got != "registry-login" {
+		t.Errorf("history names runbook %q", got)
+	}
+	if got := text(hist2 + " .given dd"); got != "the secret input and a sudo password (not kept)" {
+		t.Errorf("history says the approver typed %q", got)
+	}
 	if got := text(hist + " .decision dd"); !strings.HasPrefix(got, "approved by alice") {
 		t.Errorf("history decision %q; want approved by alice", got)
 	}
 	if got := text(fmt.Sprintf(`#history article[data-id="%s"] .decision dd`, third.ID)); !strings.HasPrefix(got, "denied by bob") {
 		t.Errorf("history of the third: %q; want denied by bob", got)
+	}
+	if got := boxes(fmt.Sprintf(`#history article[data-id="%s"] .cmd`, homo.ID)); got != `["а U+0430","ש U+05E9","ב U+05D1"]` {
+		t.Errorf("history marks %s in the command", got)
 	}
 	if strings.Contains(text("#history"), "tok-9f8e7d") {
 		t.Error("the history shows the typed input")

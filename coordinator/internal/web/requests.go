@@ -43,6 +43,14 @@ type requestView struct {
 	Stderr     command.Output `json:"stderr"`
 	DurationMs int64          `json:"durationMs"`
 	Detail     string         `json:"detail"`
+
+	// Added in issue 13; the fields above keep their names and meaning.
+	// Runbook names the configured runbook(s) whose command this is.
+	Runbook string `json:"runbook"`
+	// InputGiven and SudoPasswordGiven say that the approver typed the
+	// declared input and a sudo password; their values are never kept.
+	InputGiven        bool `json:"inputGiven"`
+	SudoPasswordGiven bool `json:"sudoPasswordGiven"`
 }
 
 func viewOf(r command.Request) requestView {
@@ -53,6 +61,7 @@ func viewOf(r command.Request) requestView {
 		Status: r.Status, DecidedBy: r.DecidedBy, DecidedAt: timePtr(r.DecidedAt), Note: r.Note,
 		StartedAt: timePtr(r.StartedAt), FinishedAt: timePtr(r.FinishedAt),
 		ExitCode: r.ExitCode, Stdout: r.Stdout, Stderr: r.Stderr, DurationMs: r.DurationMs, Detail: r.Detail,
+		Runbook: r.Runbook, InputGiven: r.InputGiven, SudoPasswordGiven: r.SudoPasswordGiven,
 	}
 	if r.Input != nil {
 		in := *r.Input

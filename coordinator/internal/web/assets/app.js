@@ -345,6 +345,57 @@
     if (ctrl) ctrl.abort();
   }
 
+  // ---- text from the AI ----
+  //
+  // The coordinator refuses every character a person cannot see for what it
+  // is (internal/command/visible.go). What is left may still look like
+  // something it is not (a Cyrillic 'а' is drawn as a Latin 'a'), and a
+  // right-to-left letter would reorder the ASCII around it ('>' drawn as
+  // '<'). So every non-ASCII character, with the combining marks that
+  // follow it, is drawn in a highlighted box of its own, whose tooltip names
+  // its code points: a box is an inline-block, so the text around it stays
+  // in the order it runs, and marks cannot draw outside it. ASCII is drawn
+  // as itself. showText answers the code points it marked.
+  const MARK = /^\p{M}$/u;
+  function codePoint(c) { return 'U+' + c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0'); }
+  function showText(el, text) {
+    const parts = [];
+    const marked = [];
+    const chars = Array.from(text || '');
+    let plain = '';
+    for (let i = 0; i < chars.length;) {
+      if (chars[i].codePointAt(0) < 0x80) {
+        plain += chars[i++];
+        continue;
+      }
+      if (plain) parts.push(plain);
+      plain = '';
+      let cluster = chars[i++];
+      while (i < chars.length && MARK.test(chars[i])) cluster += chars[i++];
+      const codes = Array.from(cluster, codePoint);
+      const box = document.createElement('span');
+      box.className = 'unusual';
+      box.textContent = cluster;
+      box.title = codes.join(' ');
+      parts.push(box);
+      marked.push(...codes);
+    }
+    if (plain) parts.push(plain);
+    el.replaceChildren(...parts);
+    return marked;
+  }
+
+  // showTexts fills each selector's element with its text, and the card's
+  // .unusual-note with the code points that were marked, for phones, where
+  // there is no tooltip.
+  function showTexts(el, texts) {
+    const marked = new Set();
+    for (const [sel, text] of texts) for (const c of showText($(sel, el), text)) marked.add(c);
+    const note = $('.unusual-note', el);
+    note.textContent = marked.size ? `Not ASCII, highlighted above: ${[...marked].join(', ')}` : '';
+    note.hidden = marked.size === 0;
+  }
+
   function addCard(r) {
     if (state.cards.has(r.id) || r.status !== 'pending') return;
     const el = $('#card-tpl').content.firstElementChild.cloneNode(true);
@@ -352,14 +403,15 @@
     el.classList.toggle('risky', r.risky);
     $('.badge.risky', el).hidden = !r.risky;
     $('.server', el).textContent = r.server;
-    $('.cmd', el).textContent = r.command;
-    $('.reason', el).textContent = r.reason;
+    const texts = [['.cmd', r.command], ['.reason', r.reason]];
+    if (r.input) texts.push(['.input-label', r.input.prompt || 'Input for the command']);
+    showTexts(el, texts);
     row(el, 'client', r.client);
     row(el, 'token', r.token);
     row(el, 'runas', r.runAs);
+    row(el, 'runbook', r.runbook);
     if (r.input) {
       $('.input-field', el).hidden = false;
-      $('.input-label', el).textContent = r.input.prompt || 'Input for the command';
       $('.input', el).type = r.input.secret ? 'password' : 'text';
       $('.input', el).required = true;
     }
@@ -472,13 +524,15 @@
     badge.textContent = r.status.replace('_', ' ');
     badge.classList.add(r.status);
     $('.when', el).textContent = new Date(r.createdAt).toLocaleString();
-    $('.cmd', el).textContent = r.command;
-    $('.reason', el).textContent = r.reason;
+    showTexts(el, [['.cmd', r.command], ['.reason', r.reason]]);
+    $('.badge.risky', el).hidden = !r.risky;
     row(el, 'asker', [r.client, r.token && `token ${r.token}`].filter(Boolean).join(', '));
+    row(el, 'runbook', r.runbook);
     let decision = r.decision;
     if (r.decidedBy) decision += ` by ${r.decidedBy}`;
     if (r.decidedAt) decision += `, ${new Date(r.decidedAt).toLocaleString()}`;
     row(el, 'decision', decision);
+    row(el, 'given', given(r));
     row(el, 'note', r.note);
     row(el, 'exit', r.exitCode === null ? '' : String(r.exitCode));
     row(el, 'duration', r.durationMs ? duration(r.durationMs) : '');
@@ -486,6 +540,15 @@
     output($('.stdout', el), 'stdout', r.stdout);
     output($('.stderr', el), 'stderr', r.stderr);
     return el;
+  }
+
+  // given says what the approver typed on the card, never its value, which
+  // the coordinator does not keep.
+  function given(r) {
+    const what = [];
+    if (r.inputGiven) what.push(r.input && r.input.secret ? 'the secret input' : 'the input');
+    if (r.sudoPasswordGiven) what.push('a sudo password');
+    return what.length ? `${what.join(' and ')} (not kept)` : '';
   }
 
   // output fills a collapsible stream; long ones start collapsed.
