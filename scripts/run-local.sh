@@ -37,6 +37,14 @@ for addr in "$HTTP" "$GRPC"; do
 	fi
 done
 
+# The agent reads GRIDCITY_AGENT_<FLAG>; the GRIDCITY_<FLAG> settings in this shell
+# (GRIDCITY_CONFIG=city.yaml make run) are the coordinator's: keep them from the agent,
+# which would only warn that it ignores them.
+agent_env=(env)
+for v in $(compgen -e); do
+	case $v in GRIDCITY_AGENT_*) ;; GRIDCITY_*) agent_env+=(-u "$v") ;; esac
+done
+
 pids=()
 stopping=0
 cleanup() {
@@ -69,10 +77,10 @@ fi
 if [ ! -f "$STATE/identity.json" ]; then
 	# This machine's old enrollment (if any) belongs to a deleted agent state.
 	"$GC" agents revoke "$NAME" --data "$DATA" >/dev/null 2>&1 || true
-	"$AGENT" enroll --join "$line" --state "$STATE" --name "$NAME" >>"$RUN/agent.log" 2>&1 || die "the agent could not enroll"
+	"${agent_env[@]}" "$AGENT" enroll --join "$line" --state "$STATE" --name "$NAME" >>"$RUN/agent.log" 2>&1 || die "the agent could not enroll"
 fi
 
-"$AGENT" run --state "$STATE" >>"$RUN/agent.log" 2>&1 &
+"${agent_env[@]}" "$AGENT" run --state "$STATE" >>"$RUN/agent.log" 2>&1 &
 agent=$!
 pids+=("$agent")
 for _ in $(seq 1 300); do
