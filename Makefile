@@ -22,9 +22,10 @@ build:
 	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o $(BIN)/gridcity ./coordinator/cmd/gridcity
 	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o $(BIN)/gridcity-agent ./agent/cmd/gridcity-agent
 
-# run: a coordinator on its embedded store plus an agent for this machine.
+# run: a coordinator on its embedded store plus an agent for this machine. CONFIG=FILE starts
+# the coordinator with that config (districts, resources, links, runbooks; see the README).
 run: build
-	@scripts/run-local.sh
+	@scripts/run-local.sh $(if $(CONFIG),--config "$(CONFIG)")
 
 # demo: a small city of real hosts on this machine (network namespaces, so root): a load
 # balancer, two web servers, an API, PostgreSQL and a scraper, each with its agent, and a

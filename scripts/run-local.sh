@@ -1,7 +1,25 @@
 #!/usr/bin/env bash
 # make run: a coordinator on its embedded store and an agent for this machine,
 # both in the foreground of this terminal; Ctrl-C stops both.
+#
+#   scripts/run-local.sh [--config FILE]     (make run CONFIG=FILE)
+#
+# --config FILE starts the coordinator with that config (GRIDCITY_CONFIG=FILE does too).
 set -euo pipefail
+config=""
+while [ $# -gt 0 ]; do
+	case $1 in
+	--config) [ $# -ge 2 ] && [ -n "$2" ] || { echo "make run: --config needs a file (make run CONFIG=FILE)" >&2; exit 2; }; config=$2; shift 2 ;;
+	--config=*) config=${1#*=}; shift ;;
+	*) echo "make run: unknown argument \"$1\" (usage: scripts/run-local.sh [--config FILE], or make run CONFIG=FILE)" >&2; exit 2 ;;
+	esac
+done
+config=${config:-${GRIDCITY_CONFIG:-}}
+if [ -n "$config" ]; then
+	# Relative to where make run was typed; the coordinator runs from the repository.
+	[ -f "$config" ] || { echo "make run: the coordinator config $config does not exist (CONFIG=FILE names a YAML file; see the README's coordinator config)" >&2; exit 2; }
+	config=$(cd "$(dirname "$config")" && pwd)/$(basename "$config")
+fi
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 RUN=${GRIDCITY_RUN_DIR:-$ROOT/.run}
@@ -55,7 +73,7 @@ trap cleanup EXIT
 trap 'stopping=1' INT TERM
 
 : >"$RUN/coordinator.log"
-"$GC" serve --data "$DATA" --http "$HTTP" --grpc "$GRPC" --advertise "$GRPC" >>"$RUN/coordinator.log" 2>&1 &
+"$GC" serve --data "$DATA" --http "$HTTP" --grpc "$GRPC" --advertise "$GRPC" ${config:+--config "$config"} >>"$RUN/coordinator.log" 2>&1 &
 coord=$!
 pids+=("$coord")
 for _ in $(seq 1 100); do
@@ -95,6 +113,7 @@ cat <<TXT
 
 App:           http://$HTTP/   (approve commands here: user admin, password in $DATA/admin-password)
 Server:        $NAME (this machine) is online; ask your AI client for list_servers.
+Config:        ${config:-none: no resources, districts, declared links or runbooks (make run CONFIG=FILE loads one)}
 Logs:          $RUN/coordinator.log, $RUN/agent.log
 Data:          $DATA (delete $RUN to start from scratch)
 CLI:           $GC token|agents|join … --data $DATA
