@@ -24,7 +24,9 @@ build:
 
 # run: a coordinator on its embedded store plus an agent for this machine. CONFIG=FILE starts
 # the coordinator with that config (districts, resources, links, runbooks; see the README).
-run: build
+run:
+	@echo "make run: building bin/gridcity and bin/gridcity-agent (the first build downloads modules and takes a few minutes)…"
+	@$(MAKE) --no-print-directory build
 	@scripts/run-local.sh $(if $(CONFIG),--config "$(CONFIG)")
 
 # demo: a small city of real hosts on this machine (network namespaces, so root): a load

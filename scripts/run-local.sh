@@ -33,6 +33,19 @@ AGENT=$ROOT/bin/gridcity-agent
 mkdir -p "$RUN"
 chmod 700 "$RUN"
 
+say() { echo "make run: $*"; }
+
+# rotate LOG: keep the previous runs' logs as LOG.1 (the last run) … LOG.$KEEP_LOGS.
+KEEP_LOGS=3
+rotate() {
+	local i
+	[ -e "$1" ] || return 0
+	for ((i = KEEP_LOGS - 1; i >= 1; i--)); do
+		[ ! -e "$1.$i" ] || mv -f "$1.$i" "$1.$((i + 1))"
+	done
+	mv -f "$1" "$1.1"
+}
+
 die() {
 	echo "make run: $*" >&2
 	for log in "$RUN"/coordinator.log "$RUN"/agent.log; do
@@ -72,7 +85,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'stopping=1' INT TERM
 
-: >"$RUN/coordinator.log"
+rotate "$RUN/coordinator.log"
+rotate "$RUN/agent.log"
+say "starting the coordinator (log: $RUN/coordinator.log; the previous run's is coordinator.log.1)…"
 "$GC" serve --data "$DATA" --http "$HTTP" --grpc "$GRPC" --advertise "$GRPC" ${config:+--config "$config"} >>"$RUN/coordinator.log" 2>&1 &
 coord=$!
 pids+=("$coord")
@@ -82,6 +97,8 @@ for _ in $(seq 1 100); do
 	sleep 0.1
 done
 kill -0 "$coord" 2>/dev/null || die "the coordinator did not start"
+http_get /healthz 2>/dev/null | grep -q '"status":"ok"' || die "the coordinator did not answer /healthz on $HTTP within 10 s"
+say "the coordinator is up on http://$HTTP/ (gRPC $GRPC)"
 
 # Enroll once; later runs reuse the identity in $STATE. A store that was
 # reset (a new CA) or an agent state that was deleted means enrolling anew.
@@ -93,11 +110,13 @@ if [ -f "$STATE/identity.json" ] && ! grep -q "\"caPin\": \"$pin\"" "$STATE/iden
 	rm -rf "$STATE"
 fi
 if [ ! -f "$STATE/identity.json" ]; then
+	say "enrolling this machine's agent as $NAME…"
 	# This machine's old enrollment (if any) belongs to a deleted agent state.
 	"$GC" agents revoke "$NAME" --data "$DATA" >/dev/null 2>&1 || true
 	"${agent_env[@]}" "$AGENT" enroll --join "$line" --state "$STATE" --name "$NAME" >>"$RUN/agent.log" 2>&1 || die "the agent could not enroll"
 fi
 
+say "starting the agent (log: $RUN/agent.log) and waiting for it to connect…"
 "${agent_env[@]}" "$AGENT" run --state "$STATE" >>"$RUN/agent.log" 2>&1 &
 agent=$!
 pids+=("$agent")
@@ -114,7 +133,7 @@ cat <<TXT
 App:           http://$HTTP/   (approve commands here: user admin, password in $DATA/admin-password)
 Server:        $NAME (this machine) is online; ask your AI client for list_servers.
 Config:        ${config:-none: no resources, districts, declared links or runbooks (make run CONFIG=FILE loads one)}
-Logs:          $RUN/coordinator.log, $RUN/agent.log
+Logs:          $RUN/coordinator.log, $RUN/agent.log (earlier runs': *.log.1 … *.log.$KEEP_LOGS)
 Data:          $DATA (delete $RUN to start from scratch)
 CLI:           $GC token|agents|join … --data $DATA
 
