@@ -22,9 +22,12 @@ build:
 	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o $(BIN)/gridcity ./coordinator/cmd/gridcity
 	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o $(BIN)/gridcity-agent ./agent/cmd/gridcity-agent
 
-# run: a coordinator on its embedded store plus an agent for this machine.
-run: build
-	@scripts/run-local.sh
+# run: a coordinator on its embedded store plus an agent for this machine. CONFIG=FILE starts
+# the coordinator with that config (districts, resources, links, runbooks; see the README).
+run:
+	@echo "make run: building bin/gridcity and bin/gridcity-agent (the first build downloads modules and takes a few minutes)…"
+	@$(MAKE) --no-print-directory build
+	@scripts/run-local.sh $(if $(CONFIG),--config "$(CONFIG)")
 
 # demo: a small city of real hosts on this machine (network namespaces, so root): a load
 # balancer, two web servers, an API, PostgreSQL and a scraper, each with its agent, and a

@@ -136,7 +136,9 @@ fi
 args=(enroll --state "$enroll_state" --config "$config")
 [ -z "$line" ] || args+=(--join "$line")
 [ -z "$name" ] || args+=(--name "$name")
-if ! "$binary" "${args[@]}"; then
+# GRIDCITY_STATE and the other path settings are this script's, not the agent's (it reads
+# GRIDCITY_AGENT_<FLAG>, and would warn that GRIDCITY_STATE is ignored).
+if ! env -u GRIDCITY_PREFIX -u GRIDCITY_ETC -u GRIDCITY_STATE -u GRIDCITY_UNIT_DIR "$binary" "${args[@]}"; then
 	if [ -f "$IDENTITY" ]; then
 		die "gridcity-agent enroll failed (its message is above); the existing installation was left as it was"
 	fi
@@ -180,6 +182,34 @@ if [ "$new_config" = 1 ]; then
 	install_file "$config" "$CONFIG" 0644 || true
 	say "wrote $CONFIG (name: $cfg_name, runAs: root, commands: true)"
 	changed=1
+fi
+
+# agent.env from a release whose agent read GRIDCITY_<FLAG>: the agent now reads
+# GRIDCITY_AGENT_<FLAG> (GRIDCITY_<FLAG> is the coordinator's) and ignores the old names, so
+# rename them. Every variable in this file is the agent's. An old name whose new name is set
+# too is commented out (the new one was written for this agent); other lines stay as they are.
+ENV_FILE=$ETC/agent.env
+if [ -f "$ENV_FILE" ]; then
+	renamed=""
+	while IFS= read -r l || [ -n "$l" ]; do
+		if [[ $l =~ ^[[:space:]]*GRIDCITY_([A-Z0-9_]+)= ]] && [[ ${BASH_REMATCH[1]} != AGENT_* ]]; then
+			v=${BASH_REMATCH[1]}
+			renamed+=" GRIDCITY_$v"
+			if grep -q "^[[:space:]]*GRIDCITY_AGENT_$v=" "$ENV_FILE"; then
+				printf '# %s   # ignored: GRIDCITY_AGENT_%s is set (renamed by install-agent.sh)\n' "$l" "$v"
+			else
+				printf '%s\n' "${l/GRIDCITY_$v=/GRIDCITY_AGENT_$v=}"
+			fi
+		else
+			printf '%s\n' "$l"
+		fi
+	done <"$ENV_FILE" >"$tmp/agent.env"
+	if [ -n "$renamed" ]; then
+		cp -p "$ENV_FILE" "$ENV_FILE.old"
+		install_file "$tmp/agent.env" "$ENV_FILE" "$(stat -c %a "$ENV_FILE")" || true
+		say "renamed$renamed in $ENV_FILE to GRIDCITY_AGENT_… (the agent no longer reads the coordinator's GRIDCITY_<FLAG> names); the previous file is $ENV_FILE.old"
+		changed=1
+	fi
 fi
 
 # The unit, with the paths this installation uses.

@@ -228,11 +228,27 @@ assert_grep "already enrolled" "$LOGS/install-agent-2.out"
 [ "$(cksum <"$STATE/identity.json")" = "$id_sum" ] || fail "re-running replaced identity.json"
 ok "$(grep -m1 'already enrolled' "$LOGS/install-agent-2.out")"
 
-step "install-agent.sh without the line once enrolled (an upgrade): fine"
+step "install-agent.sh without the line once enrolled (an upgrade): fine, and agent.env's old names are renamed"
+# An agent.env written for an agent that read GRIDCITY_<FLAG> (the coordinator's names).
+printf '# operator settings\nGRIDCITY_LOG_LEVEL=debug\nGRIDCITY_NAME=old\nGRIDCITY_AGENT_NAME=test-install-agent\n' >"$ETC/agent.env"
+chmod 0600 "$ETC/agent.env"
 "${inst_env[@]}" bash "$DEPLOY/install-agent.sh" --binary "$BIN/gridcity-agent" \
 	>"$LOGS/install-agent-3.out" 2>&1 || { cat "$LOGS/install-agent-3.out"; fail "install-agent.sh without a line failed once enrolled"; }
 [ "$(cksum <"$STATE/identity.json")" = "$id_sum" ] || fail "the upgrade replaced identity.json"
-ok "identity kept"
+assert_grep "renamed GRIDCITY_LOG_LEVEL GRIDCITY_NAME in $ETC/agent.env" "$LOGS/install-agent-3.out"
+assert_grep "^GRIDCITY_AGENT_LOG_LEVEL=debug$" "$ETC/agent.env"
+assert_grep "^# GRIDCITY_NAME=old .*ignored: GRIDCITY_AGENT_NAME is set" "$ETC/agent.env"
+assert_grep "^# operator settings$" "$ETC/agent.env"
+! grep -q "^GRIDCITY_LOG_LEVEL\|^GRIDCITY_NAME" "$ETC/agent.env" || fail "$ETC/agent.env still sets an old name: $(cat "$ETC/agent.env")"
+assert_grep "^GRIDCITY_LOG_LEVEL=debug$" "$ETC/agent.env.old"
+assert_mode "$ETC/agent.env" 600
+env_sum=$(cksum <"$ETC/agent.env")
+"${inst_env[@]}" bash "$DEPLOY/install-agent.sh" --binary "$BIN/gridcity-agent" \
+	>"$LOGS/install-agent-3b.out" 2>&1 || { cat "$LOGS/install-agent-3b.out"; fail "re-running install-agent.sh failed"; }
+[ "$(cksum <"$ETC/agent.env")" = "$env_sum" ] || fail "a second run changed agent.env again"
+! grep -q "renamed" "$LOGS/install-agent-3b.out" || fail "a second run renamed again: $(cat "$LOGS/install-agent-3b.out")"
+! grep -q "is set but ignored" "$LOGS/install-agent-3.out" "$LOGS/install-agent-3b.out" || fail "the agent warned about the installer's own GRIDCITY_STATE"
+ok "identity kept; $(grep -m1 renamed "$LOGS/install-agent-3.out")"
 
 step "install-agent.sh with a garbage line once enrolled: fails, the installation stays"
 if "${inst_env[@]}" bash "$DEPLOY/install-agent.sh" "gridcity://garbage" --binary "$BIN/gridcity-agent" >"$LOGS/bad.out" 2>&1; then
@@ -243,8 +259,10 @@ assert_grep "left as it was" "$LOGS/bad.out"
 [ "$(cksum <"$STATE/identity.json")" = "$id_sum" ] || fail "a garbage line changed identity.json"
 ok "$(grep -m1 'left as it was' "$LOGS/bad.out")"
 
-step "start the installed agent by hand, as printed; list_servers shows it online"
-start agent "$agent_cmd"
+step "start the installed agent by hand, as printed, with a coordinator's setting in its environment; list_servers shows it online"
+# GRIDCITY_CONFIG is the coordinator's: the agent must not load it (it would refuse a city config).
+printf 'districts: []\n' >"$T/city.yaml"
+start agent "GRIDCITY_CONFIG=$T/city.yaml GRIDCITY_LOG_LEVEL=debug $agent_cmd"
 mcp_json=$(as_svc "$PREFIX/gridcity" mcp --data "$DATA" --json) || fail "gridcity mcp --json failed"
 ENDPOINT=$(printf '%s\n' "$mcp_json" | sed -n 's/.*"endpoint": *"\([^"]*\)".*/\1/p')
 TOKEN=$(printf '%s\n' "$mcp_json" | sed -n 's/.*"token": *"\([^"]*\)".*/\1/p')
@@ -291,7 +309,9 @@ wait_online() {
 	fail "list_servers never showed test-install-agent online; last answer: $data"
 }
 wait_online
-ok "list_servers: test-install-agent is online"
+assert_grep "GRIDCITY_LOG_LEVEL is set but ignored.*GRIDCITY_AGENT_LOG_LEVEL" "$LOGS/agent.log"
+! grep -q "GRIDCITY_CONFIG" "$LOGS/agent.log" || fail "the agent warned about GRIDCITY_CONFIG although --config is given"
+ok "list_servers: test-install-agent is online; the agent warned that it ignores GRIDCITY_LOG_LEVEL"
 
 step "after \`gridcity agents revoke\`, install-agent.sh --reenroll with a new line replaces the identity"
 as_svc "$PREFIX/gridcity" agents revoke test-install-agent --data "$DATA" >/dev/null || fail "gridcity agents revoke failed"

@@ -1,7 +1,25 @@
 #!/usr/bin/env bash
 # make run: a coordinator on its embedded store and an agent for this machine,
 # both in the foreground of this terminal; Ctrl-C stops both.
+#
+#   scripts/run-local.sh [--config FILE]     (make run CONFIG=FILE)
+#
+# --config FILE starts the coordinator with that config (GRIDCITY_CONFIG=FILE does too).
 set -euo pipefail
+config=""
+while [ $# -gt 0 ]; do
+	case $1 in
+	--config) [ $# -ge 2 ] && [ -n "$2" ] || { echo "make run: --config needs a file (make run CONFIG=FILE)" >&2; exit 2; }; config=$2; shift 2 ;;
+	--config=*) config=${1#*=}; shift ;;
+	*) echo "make run: unknown argument \"$1\" (usage: scripts/run-local.sh [--config FILE], or make run CONFIG=FILE)" >&2; exit 2 ;;
+	esac
+done
+config=${config:-${GRIDCITY_CONFIG:-}}
+if [ -n "$config" ]; then
+	# Relative to where make run was typed; the coordinator runs from the repository.
+	[ -f "$config" ] || { echo "make run: the coordinator config $config does not exist (CONFIG=FILE names a YAML file; see the README's coordinator config)" >&2; exit 2; }
+	config=$(cd "$(dirname "$config")" && pwd)/$(basename "$config")
+fi
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 RUN=${GRIDCITY_RUN_DIR:-$ROOT/.run}
@@ -14,6 +32,19 @@ GC=$ROOT/bin/gridcity
 AGENT=$ROOT/bin/gridcity-agent
 mkdir -p "$RUN"
 chmod 700 "$RUN"
+
+say() { echo "make run: $*"; }
+
+# rotate LOG: keep the previous runs' logs as LOG.1 (the last run) … LOG.$KEEP_LOGS.
+KEEP_LOGS=3
+rotate() {
+	local i
+	[ -e "$1" ] || return 0
+	for ((i = KEEP_LOGS - 1; i >= 1; i--)); do
+		[ ! -e "$1.$i" ] || mv -f "$1.$i" "$1.$((i + 1))"
+	done
+	mv -f "$1" "$1.1"
+}
 
 die() {
 	echo "make run: $*" >&2
@@ -37,6 +68,14 @@ for addr in "$HTTP" "$GRPC"; do
 	fi
 done
 
+# The agent reads GRIDCITY_AGENT_<FLAG>; the GRIDCITY_<FLAG> settings in this shell
+# (GRIDCITY_CONFIG=city.yaml make run) are the coordinator's: keep them from the agent,
+# which would only warn that it ignores them.
+agent_env=(env)
+for v in $(compgen -e); do
+	case $v in GRIDCITY_AGENT_*) ;; GRIDCITY_*) agent_env+=(-u "$v") ;; esac
+done
+
 pids=()
 stopping=0
 cleanup() {
@@ -46,8 +85,10 @@ cleanup() {
 trap cleanup EXIT
 trap 'stopping=1' INT TERM
 
-: >"$RUN/coordinator.log"
-"$GC" serve --data "$DATA" --http "$HTTP" --grpc "$GRPC" --advertise "$GRPC" >>"$RUN/coordinator.log" 2>&1 &
+rotate "$RUN/coordinator.log"
+rotate "$RUN/agent.log"
+say "starting the coordinator (log: $RUN/coordinator.log; the previous run's is coordinator.log.1)…"
+"$GC" serve --data "$DATA" --http "$HTTP" --grpc "$GRPC" --advertise "$GRPC" ${config:+--config "$config"} >>"$RUN/coordinator.log" 2>&1 &
 coord=$!
 pids+=("$coord")
 for _ in $(seq 1 100); do
@@ -56,6 +97,8 @@ for _ in $(seq 1 100); do
 	sleep 0.1
 done
 kill -0 "$coord" 2>/dev/null || die "the coordinator did not start"
+http_get /healthz 2>/dev/null | grep -q '"status":"ok"' || die "the coordinator did not answer /healthz on $HTTP within 10 s"
+say "the coordinator is up on http://$HTTP/ (gRPC $GRPC)"
 
 # Enroll once; later runs reuse the identity in $STATE. A store that was
 # reset (a new CA) or an agent state that was deleted means enrolling anew.
@@ -67,12 +110,14 @@ if [ -f "$STATE/identity.json" ] && ! grep -q "\"caPin\": \"$pin\"" "$STATE/iden
 	rm -rf "$STATE"
 fi
 if [ ! -f "$STATE/identity.json" ]; then
+	say "enrolling this machine's agent as $NAME…"
 	# This machine's old enrollment (if any) belongs to a deleted agent state.
 	"$GC" agents revoke "$NAME" --data "$DATA" >/dev/null 2>&1 || true
-	"$AGENT" enroll --join "$line" --state "$STATE" --name "$NAME" >>"$RUN/agent.log" 2>&1 || die "the agent could not enroll"
+	"${agent_env[@]}" "$AGENT" enroll --join "$line" --state "$STATE" --name "$NAME" >>"$RUN/agent.log" 2>&1 || die "the agent could not enroll"
 fi
 
-"$AGENT" run --state "$STATE" >>"$RUN/agent.log" 2>&1 &
+say "starting the agent (log: $RUN/agent.log) and waiting for it to connect…"
+"${agent_env[@]}" "$AGENT" run --state "$STATE" >>"$RUN/agent.log" 2>&1 &
 agent=$!
 pids+=("$agent")
 for _ in $(seq 1 300); do
@@ -87,7 +132,8 @@ cat <<TXT
 
 App:           http://$HTTP/   (approve commands here: user admin, password in $DATA/admin-password)
 Server:        $NAME (this machine) is online; ask your AI client for list_servers.
-Logs:          $RUN/coordinator.log, $RUN/agent.log
+Config:        ${config:-none: no resources, districts, declared links or runbooks (make run CONFIG=FILE loads one)}
+Logs:          $RUN/coordinator.log, $RUN/agent.log (earlier runs': *.log.1 … *.log.$KEEP_LOGS)
 Data:          $DATA (delete $RUN to start from scratch)
 CLI:           $GC token|agents|join … --data $DATA
 

@@ -12,7 +12,7 @@ import (
 )
 
 // Config is the agent's configuration: the YAML file given with --config,
-// overridden by flags and GRIDCITY_* variables.
+// overridden by flags and GRIDCITY_AGENT_* variables.
 type Config struct {
 	// Name is the server's name in the fleet (default: the host name).
 	Name string `yaml:"name"`

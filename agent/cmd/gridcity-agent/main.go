@@ -55,7 +55,8 @@ Usage:
   gridcity-agent snapshot [--json]
   gridcity-agent version
 
-Every flag also reads GRIDCITY_<FLAG> from the environment (--join: GRIDCITY_JOIN).
+Every flag also reads GRIDCITY_AGENT_<FLAG> from the environment (--join:
+GRIDCITY_AGENT_JOIN). GRIDCITY_<FLAG> names are the coordinator's and are ignored.
 `
 
 func main() {
@@ -104,26 +105,61 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return fmt.Errorf("unknown command %q", args[0])
 }
 
-func parse(fs *flag.FlagSet, args []string) error {
+// envPrefix is where the agent's flags are read from the environment. The
+// coordinator reads GRIDCITY_<FLAG>; both run side by side (make run, a
+// coordinator host that also runs an agent) and share a shell, so the agent
+// has names of its own: GRIDCITY_CONFIG=city.yaml is the coordinator's file,
+// and the agent must not load it.
+const envPrefix = "GRIDCITY_AGENT_"
+
+// oldEnvPrefix is the names the agent read before it had its own; they are
+// ignored, with a warning, so that an agent.env written then is renamed.
+const oldEnvPrefix = "GRIDCITY_"
+
+func envName(prefix, flagName string) string {
+	return prefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// parse applies the environment (GRIDCITY_AGENT_<FLAG>), then the command
+// line, which wins. It returns a warning for each GRIDCITY_<FLAG> set without
+// its GRIDCITY_AGENT_<FLAG> or the flag: the name an older agent read, now
+// ignored.
+func parse(fs *flag.FlagSet, args []string) (warnings []string, err error) {
 	var envErr error
+	ignored := map[string]string{} // flag name → its old variable
 	fs.VisitAll(func(f *flag.Flag) {
-		key := "GRIDCITY_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(key); ok && envErr == nil {
+		key := envName(envPrefix, f.Name)
+		v, ok := os.LookupEnv(key)
+		if !ok {
+			if old := envName(oldEnvPrefix, f.Name); os.Getenv(old) != "" {
+				ignored[f.Name] = old
+			}
+			return
+		}
+		if envErr == nil {
 			if err := fs.Set(f.Name, v); err != nil {
 				envErr = fmt.Errorf("environment %s=%q: %w (see --%s)", key, v, err, f.Name)
 			}
 		}
 	})
 	if envErr != nil {
-		return envErr
+		return nil, envErr
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	return nil
+	// A flag the environment did not set was set by the command line, which
+	// would have won over the old variable too: nothing changed for it.
+	fs.Visit(func(f *flag.Flag) { delete(ignored, f.Name) })
+	fs.VisitAll(func(f *flag.Flag) {
+		if old, ok := ignored[f.Name]; ok {
+			warnings = append(warnings, fmt.Sprintf("%s is set but ignored: it is the coordinator's; the agent reads %s (if it is meant for this agent, rename it, e.g. in /etc/gridcity/agent.env)", old, envName(envPrefix, f.Name)))
+		}
+	})
+	return warnings, nil
 }
 
 func cmdRun(ctx context.Context, args []string, stderr io.Writer, enrollOnly bool) error {
@@ -141,14 +177,18 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, enrollOnly boo
 	state := fs.String("state", defaultStateDir(), "state directory: the agent's identity")
 	configPath := fs.String("config", "", "YAML config file (default "+defaultConfigFile+" when it exists)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := parse(fs, args); err != nil {
+	envWarnings, err := parse(fs, args)
+	if err != nil {
 		return err
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("log level %q (--log-level or GRIDCITY_LOG_LEVEL): use debug, info, warn or error", *logLevel)
+		return fmt.Errorf("log level %q (--log-level or %s): use debug, info, warn or error", *logLevel, envName(envPrefix, "log-level"))
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	for _, w := range envWarnings {
+		logger.Warn(w)
+	}
 	if *configPath == "" {
 		if _, err := os.Stat(defaultConfigFile); err == nil {
 			*configPath = defaultConfigFile
@@ -277,10 +317,15 @@ func cmdSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := flag.NewFlagSet("gridcity-agent snapshot", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the state as JSON")
-	if err := parse(fs, args); err != nil {
+	envWarnings, err := parse(fs, args)
+	if err != nil {
 		return err
 	}
-	set := collect.New(collect.DefaultConfig(), slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	for _, w := range envWarnings {
+		logger.Warn(w)
+	}
+	set := collect.New(collect.DefaultConfig(), logger)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	// Two fast samples a second apart, so that the CPU figure is current

@@ -115,6 +115,10 @@ func Default() *Config {
 	}}
 }
 
+// File is the name of the file the config was read from: empty for Default,
+// the coordinator started without --config.
+func (c *Config) File() string { return c.file }
+
 // Load reads, parses and validates the file at path. Names that are not
 // resources are taken to be servers; call Validate with the enrolled
 // servers' names to check those too. An error is an *Error listing every

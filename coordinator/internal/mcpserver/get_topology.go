@@ -25,6 +25,7 @@ const (
 // TopologyOutput is get_topology's result: districts and links without a
 // target, or one target's neighbourhood with one.
 type TopologyOutput struct {
+	Note             string         `json:"note,omitempty" jsonschema:"set when the answer is empty for a reason a person can fix, e.g. no coordinator config is loaded, and how to fix it"`
 	Districts        []DistrictView `json:"districts,omitempty" jsonschema:"groups of targets (a product, an environment)"`
 	Links            []LinkView     `json:"links,omitempty" jsonschema:"uses links: from uses to (at most 2000; linksTotal counts them all — ask for a district or a target to see the rest)"`
 	LinksTotal       int            `json:"linksTotal,omitempty" jsonschema:"how many links there are, however many are listed"`
@@ -50,19 +51,21 @@ func (o TopologyOutput) MarshalJSON() ([]byte, error) {
 			links = []LinkView{}
 		}
 		return json.Marshal(struct {
+			Note       string         `json:"note,omitempty"`
 			Districts  []DistrictView `json:"districts"`
 			Links      []LinkView     `json:"links"`
 			LinksTotal int            `json:"linksTotal"`
-		}{districts, links, o.LinksTotal})
+		}{o.Note, districts, links, o.LinksTotal})
 	}
 	return json.Marshal(struct {
+		Note             string   `json:"note,omitempty"`
 		Target           string   `json:"target"`
 		Kind             string   `json:"kind"`
 		Uses             []string `json:"uses"`
 		UsedBy           []string `json:"usedBy"`
 		BlastRadius      []string `json:"blastRadius"`
 		BlastRadiusCount int      `json:"blastRadiusCount"`
-	}{o.Target, o.Kind, orEmpty(o.Uses), orEmpty(o.UsedBy), orEmpty(o.BlastRadius), o.BlastRadiusCount})
+	}{o.Note, o.Target, o.Kind, orEmpty(o.Uses), orEmpty(o.UsedBy), orEmpty(o.BlastRadius), o.BlastRadiusCount})
 }
 
 type DistrictView struct {
@@ -92,8 +95,9 @@ func addGetTopology(s *mcp.Server, d Deps) {
 		if err != nil {
 			return nil, TopologyOutput{}, fmt.Errorf("the topology cannot be built: %v", err)
 		}
+		note := noConfigNote(d, "districts, declared links or resources (links discovered from the servers' connections are still shown)")
 		if in.Target == "" {
-			out := TopologyOutput{Districts: []DistrictView{}, Links: []LinkView{}}
+			out := TopologyOutput{Note: note, Districts: []DistrictView{}, Links: []LinkView{}}
 			var members map[string]bool // the district's members, when one is asked for
 			if in.District != "" {
 				members = map[string]bool{}
@@ -134,7 +138,7 @@ func addGetTopology(s *mcp.Server, d Deps) {
 			return nil, TopologyOutput{}, fmt.Errorf("unknown target %q; known targets: %s", in.Target, closeMatches(in.Target, ids))
 		}
 		br := g.BlastRadius(t.ID)
-		out := TopologyOutput{Target: t.ID, Kind: t.Kind, Uses: orEmpty(g.Uses(t.ID)), UsedBy: orEmpty(g.UsedBy(t.ID)), BlastRadius: orEmpty(br[:min(len(br), maxBlastRadius)])}
+		out := TopologyOutput{Note: note, Target: t.ID, Kind: t.Kind, Uses: orEmpty(g.Uses(t.ID)), UsedBy: orEmpty(g.UsedBy(t.ID)), BlastRadius: orEmpty(br[:min(len(br), maxBlastRadius)])}
 		out.BlastRadiusCount = len(br)
 		return nil, out, nil
 	})

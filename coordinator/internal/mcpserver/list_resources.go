@@ -17,6 +17,7 @@ import (
 
 // ResourcesOutput is list_resources' result.
 type ResourcesOutput struct {
+	Note      string         `json:"note,omitempty" jsonschema:"set when the answer is empty for a reason a person can fix, e.g. no coordinator config is loaded, and how to fix it"`
 	Resources []ResourceView `json:"resources"`
 	// Candidates are services the servers run that look like resources but
 	// are not in the config yet.
@@ -82,7 +83,8 @@ func addListResources(s *mcp.Server, d Deps) {
 		Annotations:  readOnly("List resources"),
 		OutputSchema: outputSchema[ResourcesOutput](),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, _ NoInput) (*mcp.CallToolResult, ResourcesOutput, error) {
-		out := ResourcesOutput{Resources: []ResourceView{}, Candidates: candidates(d)}
+		out := ResourcesOutput{Resources: []ResourceView{}, Candidates: candidates(d),
+			Note: noConfigNote(d, "configured resources to probe (candidates lists what the servers run that could be one)")}
 		g, err := d.Topology.Graph()
 		if err != nil {
 			return nil, ResourcesOutput{}, fmt.Errorf("the topology cannot be built: %v", err)

@@ -9,6 +9,7 @@ import (
 
 // RunbooksOutput is list_runbooks' result.
 type RunbooksOutput struct {
+	Note     string        `json:"note,omitempty" jsonschema:"set when the answer is empty for a reason a person can fix, e.g. no coordinator config is loaded, and how to fix it"`
 	Runbooks []RunbookView `json:"runbooks"`
 }
 
@@ -29,7 +30,7 @@ func addListRunbooks(s *mcp.Server, d Deps) {
 		Annotations:  readOnly("List runbooks"),
 		OutputSchema: outputSchema[RunbooksOutput](),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, _ NoInput) (*mcp.CallToolResult, RunbooksOutput, error) {
-		out := RunbooksOutput{Runbooks: []RunbookView{}}
+		out := RunbooksOutput{Runbooks: []RunbookView{}, Note: noConfigNote(d, "runbooks")}
 		for _, r := range d.Topology.Config().Runbooks {
 			m := map[string]string{}
 			for k, v := range r.Match {

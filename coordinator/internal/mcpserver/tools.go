@@ -323,6 +323,17 @@ func (l ToolList) Encode(w io.Writer) error {
 	return enc.Encode(l)
 }
 
+// noConfigNote is the note of an answer that is empty because the
+// coordinator runs without a config file, which is the only source of what
+// it names (what) until the AI is told how to load one.
+func noConfigNote(d Deps, what string) string {
+	if d.Topology == nil || d.Topology.Config().File() != "" {
+		return ""
+	}
+	return "no coordinator config is loaded, so there are no " + what + ": start `gridcity serve` with --config FILE " +
+		"(make run CONFIG=FILE); the README's coordinator config section shows the file's format"
+}
+
 func ptr[T any](v T) *T { return &v }
 
 // outputSchema infers T's schema without "or null": the tools send [] for

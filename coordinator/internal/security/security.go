@@ -52,6 +52,11 @@ type Options struct {
 	TLSWarn time.Duration
 	// Runbooks are offered as advice where their match names a finding.
 	Runbooks []config.Runbook
+	// Full lists every pending security package and every user name tried
+	// that the agents sent, instead of the first few with a count of the
+	// rest: for one server's findings (security_findings {"server": …}),
+	// which a shortened answer names as the call that lists them all.
+	Full bool
 }
 
 // DefaultOptions: five failures make an attack, open for fifteen minutes
@@ -111,8 +116,18 @@ var riskyPorts = map[uint32]string{
 	8500: "Consul", 4369: "Erlang port mapper", 6443: "the Kubernetes API", 10250: "the kubelet API", 5601: "Kibana",
 }
 
-// maxUsers bounds the user names an attack lists.
-const maxUsers = 16
+// maxUsers bounds the user names an attack lists, maxPackages the pending
+// security packages an exposure names, unless Options.Full.
+const (
+	maxUsers    = 16
+	maxPackages = 10
+)
+
+// FullListCall is the call that lists what a shortened finding left out,
+// for the text that says so.
+func FullListCall(server string) string {
+	return fmt.Sprintf("security_findings {\"server\": %q}", server)
+}
 
 // Judge turns the fleet's facts and the resources' states into findings.
 func Judge(servers []fleet.Server, res []resources.State, now time.Time, o Options) Report {
@@ -197,8 +212,12 @@ func attacks(server string, s *gridcityv1.AuthSource, blocks []block, now time.T
 			by = append(by, b.by)
 		}
 	}
-	users := make([]string, 0, min(len(s.GetUsers()), maxUsers))
-	for _, u := range s.GetUsers()[:min(len(s.GetUsers()), maxUsers)] {
+	keep := maxUsers
+	if o.Full {
+		keep = len(s.GetUsers())
+	}
+	users := make([]string, 0, min(len(s.GetUsers()), keep))
+	for _, u := range s.GetUsers()[:min(len(s.GetUsers()), keep)] {
 		users = append(users, Clean(u, 64))
 	}
 	base := Attack{Server: server, Source: addr.String(), Users: users, UsersMore: int(s.GetUsersMore()) + len(s.GetUsers()) - len(users),
@@ -310,15 +329,22 @@ func exposures(srv fleet.Server, o Options) []Exposure {
 	}
 	if u := st.GetUpdates(); u.GetSecurity() > 0 {
 		pkgs := u.GetSecurityPackages()
-		list := make([]string, 0, min(len(pkgs), 10))
-		for _, p := range pkgs[:min(len(pkgs), 10)] {
+		keep := maxPackages
+		if o.Full {
+			keep = len(pkgs)
+		}
+		list := make([]string, 0, min(len(pkgs), keep))
+		for _, p := range pkgs[:min(len(pkgs), keep)] {
 			list = append(list, Clean(p, 64))
 		}
 		detail := fmt.Sprintf("%d security updates pending", u.GetSecurity())
 		if len(list) > 0 {
 			detail += ": " + strings.Join(list, ", ")
-			if len(pkgs) > len(list) {
-				detail += fmt.Sprintf(" and %d more", len(pkgs)-len(list))
+			switch {
+			case len(pkgs) > len(list):
+				detail += fmt.Sprintf(" and %d more (%s lists them all)", len(pkgs)-len(list), FullListCall(srv.Name))
+			case int(u.GetSecurity()) > len(pkgs):
+				detail += fmt.Sprintf("; the agent sent the names of these %d only (apt list --upgradable or dnf updateinfo list --security on the server shows the rest)", len(pkgs))
 			}
 		}
 		e := Exposure{Kind: KindSecurityUpdates, Server: srv.Name, Severity: "medium", Detail: detail}

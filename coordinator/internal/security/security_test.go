@@ -2,6 +2,7 @@ package security
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -186,4 +187,54 @@ func FuzzClean(f *testing.F) {
 			t.Fatalf("Clean(%q, %d) = %q", s, n, c)
 		}
 	})
+}
+
+// A finding that lists the first few packages or user names says how many
+// more there are and names the call that lists them all; with Full (that
+// call) every one the agent sent is listed.
+func TestShortenedFindingsNameTheFullCall(t *testing.T) {
+	pkgs := make([]string, 30)
+	users := make([]string, 40)
+	for i := range pkgs {
+		pkgs[i] = "pkg" + strconv.Itoa(i)
+	}
+	for i := range users {
+		users[i] = "user" + strconv.Itoa(i)
+	}
+	state := func(security uint32, pkgs []string) []fleet.Server {
+		return []fleet.Server{{Name: "web-1", Online: true, State: &gridcityv1.StateUpdate{
+			Updates: &gridcityv1.Updates{Security: security, Manager: "apt", SecurityPackages: pkgs},
+			Logins: &gridcityv1.Logins{Sources: []*gridcityv1.AuthSource{{Address: "203.0.113.7", Failures: 50, Users: users, UsersMore: 3,
+				FirstSeenUnix: ago(time.Hour), LastSeenUnix: ago(time.Minute)}}},
+		}}}
+	}
+	for _, tc := range []struct {
+		name         string
+		full         bool
+		security     uint32
+		pkgs         []string
+		wantDetail   string
+		wantUsers    int
+		wantUserMore int
+	}{
+		{name: "fleet-wide", security: 30, pkgs: pkgs, wantUsers: 16, wantUserMore: 27,
+			wantDetail: "30 security updates pending: pkg0, pkg1, pkg2, pkg3, pkg4, pkg5, pkg6, pkg7, pkg8, pkg9 and 20 more (security_findings {\"server\": \"web-1\"} lists them all)"},
+		{name: "one server in full", full: true, security: 30, pkgs: pkgs, wantUsers: 40, wantUserMore: 3,
+			wantDetail: "30 security updates pending: " + strings.Join(pkgs, ", ")},
+		{name: "the agent sent fewer names than the count", full: true, security: 300, pkgs: pkgs, wantUsers: 40, wantUserMore: 3,
+			wantDetail: "300 security updates pending: " + strings.Join(pkgs, ", ") + "; the agent sent the names of these 30 only (apt list --upgradable or dnf updateinfo list --security on the server shows the rest)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := DefaultOptions()
+			o.Full = tc.full
+			rep := Judge(state(tc.security, tc.pkgs), nil, now, o)
+			i := slices.IndexFunc(rep.Exposures, func(e Exposure) bool { return e.Kind == KindSecurityUpdates })
+			if i < 0 || rep.Exposures[i].Detail != tc.wantDetail {
+				t.Errorf("security updates %+v;\nwant detail %q", rep.Exposures, tc.wantDetail)
+			}
+			if len(rep.Attacks) != 1 || len(rep.Attacks[0].Users) != tc.wantUsers || rep.Attacks[0].UsersMore != tc.wantUserMore {
+				t.Fatalf("attacks %+v; want %d users and %d more", rep.Attacks, tc.wantUsers, tc.wantUserMore)
+			}
+		})
+	}
 }

@@ -488,6 +488,9 @@ func TestPageAndHeaders(t *testing.T) {
 	e := newEnv(t, Config{})
 	for _, tc := range []struct{ path, ctype, contains string }{
 		{"/", "text/html", `src="/static/app.js"`},
+		// The login page says where a local install keeps the first password.
+		{"/", "text/html", "<code>.run/coordinator/admin-password</code>"},
+		{"/", "text/html", "<code>sudo cat /var/lib/gridcity/admin-password</code>"},
 		{"/static/app.js", "javascript", "textContent"},
 		{"/static/app.css", "text/css", "prefers-color-scheme"},
 		{"/static/favicon.svg", "image/svg+xml", "<svg"},
