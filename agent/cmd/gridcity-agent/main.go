@@ -19,8 +19,8 @@ import (
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/gridcity/gridcity/agent/internal/cmdjournal"
 	"github.com/gridcity/gridcity/agent/internal/collect"
-	"github.com/gridcity/gridcity/agent/internal/journal"
 	"github.com/gridcity/gridcity/agent/internal/link"
 	"github.com/gridcity/gridcity/agent/internal/runner"
 )
@@ -238,7 +238,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, enrollOnly boo
 	set := collect.New(ccfg, logger)
 	opts := link.Options{Version: version, District: cfg.District, RunAs: cfg.RunAs, Probes: cfg.Probes}
 	if cfg.Commands {
-		j, err := journal.Open(*state, logger)
+		j, err := cmdjournal.Open(*state, logger)
 		if err != nil {
 			// Without the journal, at most once cannot be kept: run nothing.
 			opts.CommandsOff = "commands are off on this server: its command journal cannot be opened (" + err.Error() + ")"

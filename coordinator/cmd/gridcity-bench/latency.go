@@ -605,7 +605,7 @@ func shellRcCost(shell string, n int) float64 {
 }
 
 // journalMaxSeen is the agent journal's bound on remembered ids
-// (agent/internal/journal maxSeen), each kept for 30 days.
+// (agent/internal/cmdjournal maxSeen), each kept for 30 days.
 const journalMaxSeen = 10000
 
 // journalSaveCost times the agent journal's way of saving, on its disk:
