@@ -33,7 +33,7 @@ import (
 
 	"github.com/gridcity/gridcity/agent/internal/runner"
 
-	"github.com/gridcity/gridcity/agent/internal/atomicfile"
+	"github.com/gridcity/gridcity/agent/atomicfile"
 )
 
 // State is where a command is in its life.

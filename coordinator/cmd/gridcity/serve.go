@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gridcity/gridcity/agent/atomicfile"
 	"github.com/gridcity/gridcity/coordinator/internal/agentapi"
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
@@ -299,11 +300,7 @@ func writeJSONFile(path string, v any, mode os.FileMode) error {
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), mode); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.WriteMode(path, append(b, '\n'), mode)
 }
 
 func readRuntime(data string) (runtimeInfo, error) {
