@@ -126,3 +126,47 @@ func SyncDir(dir string) error {
 	}
 	return nil
 }
+
+// PrivateDir makes sure dir is a directory only its owner can enter, and
+// returns the mode it had when PrivateDir had to tighten it (0 when it was
+// created or already private), for the caller to log: changing an
+// operator's directory must not go unsaid. A missing directory is created
+// 0700 whatever the umask. An existing one that group or others may enter
+// is made 0700 when it belongs to the user running the binary; one that
+// belongs to another user, or that others may write in (a shared place
+// such as /tmp), is refused, with what to do instead: it is not this
+// binary's to change. what names the directory in errors, as the flag's
+// help does ("data directory").
+func PrivateDir(dir, what string) (fs.FileMode, error) {
+	fi, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return 0, fmt.Errorf("create %s %s: %w", what, dir, err)
+		}
+		// MkdirAll's mode is filtered by the umask; Chmod's is not.
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return 0, fmt.Errorf("create %s %s: %w", what, dir, err)
+		}
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%s %s: %w", what, dir, err)
+	}
+	if !fi.IsDir() {
+		return 0, fmt.Errorf("%s %s is not a directory: give a directory (it is created when missing)", what, dir)
+	}
+	perm := fi.Mode().Perm()
+	if perm&0o077 == 0 {
+		return 0, nil
+	}
+	if perm&0o002 != 0 || fi.Mode()&fs.ModeSticky != 0 {
+		return 0, fmt.Errorf("%s %s has mode %04o: other users can write in it, so it is shared, and the keys kept there would not be private: give a directory of its own (created 0700 when missing), or run `chmod 700 %s` if it is one", what, dir, perm, dir)
+	}
+	if uid, ok := ownerOf(fi); ok && uid != os.Geteuid() {
+		return 0, fmt.Errorf("%s %s has mode %04o and belongs to uid %d, not to uid %d that runs this: run `chmod 700 %s` as its owner, or give a directory of its own", what, dir, perm, uid, os.Geteuid(), dir)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return 0, fmt.Errorf("%s %s has mode %04o and could not be made private (%w): run `chmod 700 %s`", what, dir, perm, err, dir)
+	}
+	return perm, nil
+}
