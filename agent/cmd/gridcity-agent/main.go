@@ -19,8 +19,9 @@ import (
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/gridcity/gridcity/agent/atomicfile"
+	"github.com/gridcity/gridcity/agent/internal/cmdjournal"
 	"github.com/gridcity/gridcity/agent/internal/collect"
-	"github.com/gridcity/gridcity/agent/internal/journal"
 	"github.com/gridcity/gridcity/agent/internal/link"
 	"github.com/gridcity/gridcity/agent/internal/runner"
 )
@@ -226,6 +227,13 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, enrollOnly boo
 		jl = &j
 	}
 
+	// The state directory holds the agent's private key and its command
+	// journal: others may not enter it, whatever the umask made it.
+	if was, err := atomicfile.PrivateDir(*state, "state directory"); err != nil {
+		return configErr("%w", err)
+	} else if was != 0 {
+		logger.Warn("made the state directory private (0700): other users could enter it", "state", *state, "was", fmt.Sprintf("%04o", was))
+	}
 	id, err := link.LoadIdentity(*state)
 	switch {
 	case err == nil && jl != nil && id.JoinTokenHash == link.TokenHash(jl.Token) && id.CAPin == jl.CAPin:
@@ -278,7 +286,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, enrollOnly boo
 	set := collect.New(ccfg, logger)
 	opts := link.Options{Version: version, District: cfg.District, RunAs: cfg.RunAs, Probes: cfg.Probes}
 	if cfg.Commands {
-		j, err := journal.Open(*state, logger)
+		j, err := cmdjournal.Open(*state, logger)
 		if err != nil {
 			// Without the journal, at most once cannot be kept: run nothing.
 			opts.CommandsOff = "commands are off on this server: its command journal cannot be opened (" + err.Error() + ")"

@@ -37,7 +37,7 @@ const (
 )
 
 // QueryFunc runs a fixed read-only command and hands each line of its
-// stdout to line until line returns false: runner.QueryLines.
+// stdout to line until line returns false: hostquery.QueryLines.
 type QueryFunc func(ctx context.Context, maxBytes, maxLine int, argv []string, line func([]byte) bool) (stderr string, err error)
 
 // Config says where a Follower finds sshd's log and keeps its state.
@@ -56,7 +56,7 @@ type Config struct {
 	// Journalctl is the journalctl program. Default: the first of
 	// /usr/bin/journalctl and /bin/journalctl that exists.
 	Journalctl string
-	// Query runs journalctl. Default runner.QueryLines where processes can
+	// Query runs journalctl. Default hostquery.QueryLines where processes can
 	// be run; without one there is no journal.
 	Query QueryFunc
 	// Location is the zone of classic syslog timestamps. Default the local

@@ -2,8 +2,8 @@
 
 package authlog
 
-import "github.com/gridcity/gridcity/agent/internal/runner"
+import "github.com/gridcity/gridcity/agent/internal/hostquery"
 
 // defaultQuery runs journalctl; runner is the only package of the agent
 // that starts processes.
-var defaultQuery QueryFunc = runner.QueryLines
+var defaultQuery QueryFunc = hostquery.QueryLines

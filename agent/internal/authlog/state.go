@@ -12,7 +12,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gridcity/gridcity/agent/internal/atomicfile"
+	"github.com/gridcity/gridcity/agent/atomicfile"
 )
 
 const (

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/gridcity/gridcity/agent/internal/defense"
-	"github.com/gridcity/gridcity/agent/internal/runner"
+	"github.com/gridcity/gridcity/agent/internal/hostquery"
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 )
 
@@ -94,11 +94,11 @@ func cleanFirewall(fw *gridcityv1.Firewall) *gridcityv1.Firewall {
 }
 
 // toolDirs are where the firewall tools are looked for, in the order of the
-// PATH that runner.Query gives them.
+// PATH that hostquery.Query gives them.
 var toolDirs = []string{"/usr/sbin", "/usr/bin", "/sbin", "/bin"}
 
 // hostTool is the collector's defense.Runner: the tool found in toolDirs,
-// run by runner.Query. fail2ban-client is not started when fail2ban's
+// run by hostquery.Query. fail2ban-client is not started when fail2ban's
 // server is plainly down (its socket is missing): it is a Python program,
 // and asking it every collection only to hear that cost the agent
 // more CPU than all its other collectors together.
@@ -112,7 +112,7 @@ func (c *defensesCollector) hostTool(ctx context.Context, maxBytes int, tool str
 			return nil, err
 		}
 	}
-	out, _, err := runner.Query(ctx, maxBytes, append([]string{path}, args...)...)
+	out, _, err := hostquery.Query(ctx, maxBytes, append([]string{path}, args...)...)
 	return out, err
 }
 

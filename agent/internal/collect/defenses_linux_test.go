@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gridcity/gridcity/agent/internal/defense"
-	"github.com/gridcity/gridcity/agent/internal/runner"
+	"github.com/gridcity/gridcity/agent/internal/hostquery"
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 )
 
@@ -33,7 +33,7 @@ func fixtureFirewall(_ context.Context, maxBytes int, tool string, args ...strin
 	}
 	b, err := os.ReadFile(f)
 	if len(b) > maxBytes {
-		return b[:maxBytes], runner.ErrOutputTruncated
+		return b[:maxBytes], hostquery.ErrOutputTruncated
 	}
 	return b, err
 }
@@ -138,12 +138,12 @@ func TestHostTool(t *testing.T) {
 	if _, err := hostTool(ctx, 1<<10, "gridcity-no-such-tool"); !errors.Is(err, defense.ErrNotInstalled) || err.Error() != "gridcity-no-such-tool: not installed" {
 		t.Errorf("missing tool: got %v; want gridcity-no-such-tool: not installed", err)
 	}
-	// The tools run by absolute path with runner.Query's bounds.
+	// The tools run by absolute path with hostquery.Query's bounds.
 	out, err := hostTool(ctx, 5, "echo", "hello world")
-	if string(out) != "hello" || !errors.Is(err, runner.ErrOutputTruncated) {
+	if string(out) != "hello" || !errors.Is(err, hostquery.ErrOutputTruncated) {
 		t.Errorf("echo: got %q, %v; want the first 5 bytes and ErrOutputTruncated", out, err)
 	}
-	var exitErr *runner.ExitError
+	var exitErr *hostquery.ExitError
 	if _, err := hostTool(ctx, 1<<10, "false"); !errors.As(err, &exitErr) || !strings.HasSuffix(exitErr.Argv0, "/false") {
 		t.Errorf("false: got %v; want an ExitError naming its path", err)
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/gridcity/gridcity/agent/internal/defense"
-	"github.com/gridcity/gridcity/agent/internal/runner"
+	"github.com/gridcity/gridcity/agent/internal/hostquery"
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 )
 
@@ -36,14 +36,14 @@ func TestDefensesFirewallInNetns(t *testing.T) {
 	defer cancel()
 
 	ns := fmt.Sprintf("gc-def-test-%d", os.Getpid())
-	if _, _, err := runner.Query(ctx, 1<<16, ipPath, "netns", "add", ns); err != nil {
+	if _, _, err := hostquery.Query(ctx, 1<<16, ipPath, "netns", "add", ns); err != nil {
 		t.Fatalf("ip netns add %s: %v", ns, err)
 	}
 	t.Cleanup(func() {
 		// A fresh context: the test's may be done when it failed.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if _, _, err := runner.Query(ctx, 1<<16, ipPath, "netns", "delete", ns); err != nil {
+		if _, _, err := hostquery.Query(ctx, 1<<16, ipPath, "netns", "delete", ns); err != nil {
 			t.Errorf("ip netns delete %s: %v", ns, err)
 		}
 	})
@@ -54,7 +54,7 @@ func TestDefensesFirewallInNetns(t *testing.T) {
 		if !ok {
 			return nil, fmt.Errorf("%s: %w", tool, defense.ErrNotInstalled)
 		}
-		out, _, err := runner.Query(ctx, maxBytes, append([]string{ipPath, "netns", "exec", ns, path}, args...)...)
+		out, _, err := hostquery.Query(ctx, maxBytes, append([]string{ipPath, "netns", "exec", ns, path}, args...)...)
 		return out, err
 	}
 

@@ -9,7 +9,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/gridcity/gridcity/agent/internal/runner"
+	"github.com/gridcity/gridcity/agent/internal/hostquery"
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 )
 
@@ -90,7 +90,7 @@ func checkApt(ctx context.Context, path string, n *notes) (pkgCounts, error) {
 // security count only, and says so.
 func checkDnf(ctx context.Context, path string, n *notes) (pkgCounts, error) {
 	out, err := query(ctx, n, path, "-q", "check-update")
-	var exitErr *runner.ExitError
+	var exitErr *hostquery.ExitError
 	if errors.As(err, &exitErr) && exitErr.Code == 100 {
 		err = nil
 	}
@@ -110,8 +110,8 @@ func checkDnf(ctx context.Context, path string, n *notes) (pkgCounts, error) {
 // query runs a package manager query; output cut at the bound is still
 // parsed, and the counts it gives are noted as a lower bound.
 func query(ctx context.Context, n *notes, argv ...string) ([]byte, error) {
-	out, _, err := runner.Query(ctx, maxUpdatesOutput, argv...)
-	if errors.Is(err, runner.ErrOutputTruncated) {
+	out, _, err := hostquery.Query(ctx, maxUpdatesOutput, argv...)
+	if errors.Is(err, hostquery.ErrOutputTruncated) {
 		n.add("output", fmt.Sprintf("%s printed more than %d MiB; the counts are a lower bound", argv[0], maxUpdatesOutput>>20))
 		// Drop the last line, which the cut may have broken.
 		if i := bytes.LastIndexByte(out, '\n'); i >= 0 {

@@ -5,7 +5,7 @@
 //
 // The parsers are pure functions over the text the tools print, tested on
 // real output; ReadFirewall runs the tools through a Runner that the caller
-// provides, so that only agent/internal/runner starts processes and tests
+// provides, so that only agent/internal/hostquery starts processes and tests
 // can replay captured output. Everything read is treated as hostile: every
 // parser is bounded in input, items and string length, and a network leaves
 // the package only after net/netip has parsed it.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gridcity/gridcity/agent/internal/runner"
+	"github.com/gridcity/gridcity/agent/internal/hostquery"
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 )
 
@@ -22,12 +22,12 @@ var ErrNotInstalled = errors.New("not installed")
 const ToolTimeout = 5 * time.Second
 
 // A Runner runs one firewall tool, named without its directory ("nft"),
-// and returns at most maxBytes of what it printed. Like runner.Query, it
+// and returns at most maxBytes of what it printed. Like hostquery.Query, it
 // returns the output cut at maxBytes with an error wrapping
-// runner.ErrOutputTruncated, and an error naming the tool otherwise ("nft:
+// hostquery.ErrOutputTruncated, and an error naming the tool otherwise ("nft:
 // not installed", "/usr/sbin/nft exited with code 1: ..."). The agent's
 // resolves the tool in the system directories and runs it with
-// runner.Query; tests replay captured output.
+// hostquery.Query; tests replay captured output.
 type Runner func(ctx context.Context, maxBytes int, tool string, args ...string) ([]byte, error)
 
 // Bounds on what the tools may print. nft lists whole sets, which
@@ -104,7 +104,7 @@ func (r *firewallRead) query(ctx context.Context, part string, maxBytes int, too
 	switch {
 	case err == nil:
 		return out, false, true
-	case errors.Is(err, runner.ErrOutputTruncated):
+	case errors.Is(err, hostquery.ErrOutputTruncated):
 		r.notes = append(r.notes, Note{part, fmt.Sprintf("%s printed more than %d MiB; read up to there", tool, maxBytes>>20)})
 		return out, true, true
 	case errors.Is(err, ErrNotInstalled):
@@ -167,7 +167,7 @@ func (r *firewallRead) ipsets(ctx context.Context) {
 		want[s.set] = true
 	}
 	out, err := r.runTool(ctx, maxIpsetOutput, "ipset", "save")
-	if err != nil && !errors.Is(err, runner.ErrOutputTruncated) {
+	if err != nil && !errors.Is(err, hostquery.ErrOutputTruncated) {
 		r.notes = append(r.notes, Note{"ipset", "iptables rules drop by ipset, whose members could not be read: " + err.Error()})
 		return
 	}
@@ -186,7 +186,7 @@ func (r *firewallRead) fail2ban(ctx context.Context) {
 		r.failures = append(r.failures, err.Error())
 		return
 	}
-	if err == nil || errors.Is(err, runner.ErrOutputTruncated) {
+	if err == nil || errors.Is(err, hostquery.ErrOutputTruncated) {
 		if bans, dropped, ok := parseFail2banBanned(out); ok {
 			r.tools = append(r.tools, "fail2ban")
 			r.list.dropped += dropped

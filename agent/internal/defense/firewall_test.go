@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridcity/gridcity/agent/internal/runner"
+	"github.com/gridcity/gridcity/agent/internal/hostquery"
 )
 
 // replay is a Runner that answers from captured output, by the command
@@ -38,7 +38,7 @@ func (r *replay) run(ctx context.Context, maxBytes int, tool string, args ...str
 		return nil, fmt.Errorf("%s: %w", tool, ErrNotInstalled)
 	}
 	if len(out) > maxBytes {
-		return []byte(out[:maxBytes]), fmt.Errorf("%s: %w", tool, runner.ErrOutputTruncated)
+		return []byte(out[:maxBytes]), fmt.Errorf("%s: %w", tool, hostquery.ErrOutputTruncated)
 	}
 	return []byte(out), nil
 }
@@ -139,7 +139,7 @@ func TestReadFirewall(t *testing.T) {
 				"fail2ban-client status recidive": string(mustRead(t, "testdata/iptables-host/fail2ban-status-recidive.txt")),
 			},
 			errs: map[string]error{
-				"fail2ban-client banned": &runner.ExitError{Argv0: "/usr/bin/fail2ban-client", Code: 255, Stderr: "ERROR  Invalid command 'banned'"},
+				"fail2ban-client banned": &hostquery.ExitError{Argv0: "/usr/bin/fail2ban-client", Code: 255, Stderr: "ERROR  Invalid command 'banned'"},
 			},
 		}
 		tools, blocks, ns, err := fwText(t, r.run)
@@ -165,11 +165,11 @@ func TestReadFirewall(t *testing.T) {
 
 	// As each tool fails for a user that is not root (real messages).
 	notRoot := map[string]error{
-		"iptables-save":          &runner.ExitError{Argv0: "/usr/sbin/iptables-save", Code: 4, Stderr: "iptables-save v1.8.9 (nf_tables): Could not fetch rule set generation id: Permission denied (you must be root)"},
-		"ip6tables-save":         &runner.ExitError{Argv0: "/usr/sbin/ip6tables-save", Code: 4, Stderr: "ip6tables-save v1.8.9 (nf_tables): Could not fetch rule set generation id: Permission denied (you must be root)"},
-		"nft -j list ruleset":    &runner.ExitError{Argv0: "/usr/sbin/nft", Code: 1, Stderr: "Operation not permitted (you must be root)"},
-		"fail2ban-client banned": &runner.ExitError{Argv0: "/usr/bin/fail2ban-client", Code: 255, Stderr: "2026-12-02 17:50:44,385 fail2ban                [13065]: ERROR   Failed to access socket path: /var/run/fail2ban/fail2ban.sock. Is fail2ban running?"},
-		"fail2ban-client status": &runner.ExitError{Argv0: "/usr/bin/fail2ban-client", Code: 255, Stderr: "2026-12-02 17:50:44,497 fail2ban                [13067]: ERROR   Failed to access socket path: /var/run/fail2ban/fail2ban.sock. Is fail2ban running?"},
+		"iptables-save":          &hostquery.ExitError{Argv0: "/usr/sbin/iptables-save", Code: 4, Stderr: "iptables-save v1.8.9 (nf_tables): Could not fetch rule set generation id: Permission denied (you must be root)"},
+		"ip6tables-save":         &hostquery.ExitError{Argv0: "/usr/sbin/ip6tables-save", Code: 4, Stderr: "ip6tables-save v1.8.9 (nf_tables): Could not fetch rule set generation id: Permission denied (you must be root)"},
+		"nft -j list ruleset":    &hostquery.ExitError{Argv0: "/usr/sbin/nft", Code: 1, Stderr: "Operation not permitted (you must be root)"},
+		"fail2ban-client banned": &hostquery.ExitError{Argv0: "/usr/bin/fail2ban-client", Code: 255, Stderr: "2026-12-02 17:50:44,385 fail2ban                [13065]: ERROR   Failed to access socket path: /var/run/fail2ban/fail2ban.sock. Is fail2ban running?"},
+		"fail2ban-client status": &hostquery.ExitError{Argv0: "/usr/bin/fail2ban-client", Code: 255, Stderr: "2026-12-02 17:50:44,497 fail2ban                [13067]: ERROR   Failed to access socket path: /var/run/fail2ban/fail2ban.sock. Is fail2ban running?"},
 	}
 
 	t.Run("not permitted", func(t *testing.T) {
@@ -190,7 +190,7 @@ func TestReadFirewall(t *testing.T) {
 			"nft -j list ruleset":    notRoot["nft -j list ruleset"],
 			"fail2ban-client banned": notRoot["fail2ban-client banned"],
 			"fail2ban-client status": notRoot["fail2ban-client status"],
-			"ipset save":             &runner.ExitError{Argv0: "/usr/sbin/ipset", Code: 1, Stderr: "ipset v7.17: Kernel error received: Operation not permitted"},
+			"ipset save":             &hostquery.ExitError{Argv0: "/usr/sbin/ipset", Code: 1, Stderr: "ipset v7.17: Kernel error received: Operation not permitted"},
 		}
 		tools, blocks, ns, err := fwText(t, r.run)
 		wantNotes := `nftables: /usr/sbin/nft exited with code 1: Operation not permitted (you must be root)

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridcity/gridcity/agent/internal/runner"
+	"github.com/gridcity/gridcity/agent/internal/hostquery"
 )
 
 // needTool skips a test that needs root and a program, except in CI as
@@ -47,7 +47,7 @@ func sshdSetup(ctx context.Context, t *testing.T) (dir, key string) {
 	}
 	dir = t.TempDir()
 	key = filepath.Join(dir, "host_key")
-	if _, _, err := runner.Query(ctx, 1<<16, "/usr/bin/ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key); err != nil {
+	if _, _, err := hostquery.Query(ctx, 1<<16, "/usr/bin/ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key); err != nil {
 		t.Fatal(err)
 	}
 	return dir, key
@@ -78,7 +78,7 @@ func TestReadSSHDAgainstSSHD(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			out, _, err := runner.Query(ctx, 1<<20, sshd, "-T", "-f", filepath.Join(root, "etc/ssh/sshd_config"), "-h", key)
+			out, _, err := hostquery.Query(ctx, 1<<20, sshd, "-T", "-f", filepath.Join(root, "etc/ssh/sshd_config"), "-h", key)
 			if tt.problems != "" {
 				if err == nil {
 					t.Errorf("sshd accepts a config with problems %q", tt.problems)
@@ -139,7 +139,7 @@ func TestSSHDRefuses(t *testing.T) {
 		if err != nil || len(problems) == 0 {
 			t.Errorf("%q: ReadSSHD reports no problem (error %v)", bad, err)
 		}
-		if _, _, err := runner.Query(ctx, 1<<20, sshd, "-t", "-f", config, "-h", key); err == nil {
+		if _, _, err := hostquery.Query(ctx, 1<<20, sshd, "-t", "-f", config, "-h", key); err == nil {
 			t.Errorf("%q: sshd accepts it; ReadSSHD says %q", bad, problems)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
-	"github.com/gridcity/gridcity/agent/internal/journal"
+	"github.com/gridcity/gridcity/agent/internal/cmdjournal"
 	"github.com/gridcity/gridcity/agent/internal/runner"
 )
 
@@ -17,7 +17,7 @@ import (
 // person there) at most once each: every id is journaled before anything
 // runs, and an id seen before is refused.
 type Commands struct {
-	journal *journal.Journal
+	journal *cmdjournal.Journal
 	runAs   string
 	askpass string
 	logger  *slog.Logger
@@ -31,7 +31,7 @@ type Commands struct {
 
 // NewCommands returns a command executor journaling in j. askpass is the
 // agent binary, used as sudo's askpass helper.
-func NewCommands(j *journal.Journal, runAs, askpass string, logger *slog.Logger) *Commands {
+func NewCommands(j *cmdjournal.Journal, runAs, askpass string, logger *slog.Logger) *Commands {
 	return &Commands{journal: j, runAs: runAs, askpass: askpass, logger: logger,
 		out: make(chan *gridcityv1.AgentMessage, 1024), running: map[string]context.CancelFunc{}}
 }
@@ -49,7 +49,7 @@ func (c *Commands) Run(ctx context.Context, m *gridcityv1.RunCommand) {
 	}
 	if err := c.journal.Accept(id); err != nil {
 		reason := err.Error()
-		if errors.Is(err, journal.ErrSeen) {
+		if errors.Is(err, cmdjournal.ErrSeen) {
 			reason = "this agent has received this command before; it never runs one twice"
 		}
 		c.logger.Warn("command refused", "request", id, "reason", reason)
@@ -136,13 +136,13 @@ func (c *Commands) Journal() []*gridcityv1.CommandEvent {
 	for _, e := range c.journal.Unacked() {
 		ev := &gridcityv1.CommandEvent{RequestId: e.ID, Reason: e.Reason}
 		switch e.State {
-		case journal.Exited:
+		case cmdjournal.Exited:
 			ev.Kind, ev.ExitCode, ev.TimedOut, ev.DurationMs = gridcityv1.CommandEvent_KIND_EXITED, int32(e.ExitCode), e.TimedOut, e.DurationMs
 			ev.StdoutTotal, ev.StderrTotal, ev.StdoutKept, ev.StderrKept = e.StdoutTotal, e.StderrTotal, e.StdoutKept, e.StderrKept
 			ev.AtUnixMs = e.FinishedAt.UnixMilli()
-		case journal.Unknown:
+		case cmdjournal.Unknown:
 			ev.Kind = gridcityv1.CommandEvent_KIND_UNKNOWN
-		case journal.Started:
+		case cmdjournal.Started:
 			ev.Kind = gridcityv1.CommandEvent_KIND_STARTED
 		default:
 			ev.Kind = gridcityv1.CommandEvent_KIND_ACCEPTED

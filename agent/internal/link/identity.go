@@ -24,7 +24,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/gridcity/gridcity/agent/internal/atomicfile"
+	"github.com/gridcity/gridcity/agent/atomicfile"
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -72,20 +72,15 @@ func LoadIdentity(dir string) (*Identity, error) {
 	return &id, nil
 }
 
+// save replaces the identity durably: a power cut right after enrolling
+// must not leave an empty identity.json beside a certificate the
+// coordinator has already issued.
 func (id *Identity) save(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("create state directory %s: %w", dir, err)
-	}
 	b, err := json.MarshalIndent(id, "", "  ")
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(dir, identityFile)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(dir, identityFile, b)
 }
 
 // tlsConfig is the mTLS configuration for the stream: our certificate, and

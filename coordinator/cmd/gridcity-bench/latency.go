@@ -21,6 +21,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gridcity/gridcity/agent/atomicfile"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -605,13 +607,12 @@ func shellRcCost(shell string, n int) float64 {
 }
 
 // journalMaxSeen is the agent journal's bound on remembered ids
-// (agent/internal/journal maxSeen), each kept for 30 days.
+// (agent/internal/cmdjournal maxSeen), each kept for 30 days.
 const journalMaxSeen = 10000
 
 // journalSaveCost times the agent journal's way of saving, on its disk:
-// a temporary file of size bytes (0: the journal's own size) written,
-// fsynced, renamed over a file of ours, and the directory fsynced. It
-// returns the median in ms; encoding the journal is not counted.
+// atomicfile.Write of size bytes (0: the journal's own size) over a file of
+// ours. It returns the median in ms; encoding the journal is not counted.
 func journalSaveCost(dir string, size, n int) (float64, int) {
 	if st, err := os.Stat(filepath.Join(dir, "journal.json")); size == 0 && err == nil && st.Size() > 0 {
 		size = int(st.Size())
@@ -625,21 +626,7 @@ func journalSaveCost(dir string, size, n int) (float64, int) {
 	var v []float64
 	for range n {
 		t0 := time.Now()
-		f, err := os.CreateTemp(dir, "bench-fsync-probe.tmp-*")
-		if err != nil {
-			return 0, size
-		}
-		_, werr := f.Write(data)
-		serr := f.Sync()
-		f.Close()
-		rerr := os.Rename(f.Name(), target)
-		var derr error
-		if d, err := os.Open(dir); err == nil {
-			derr = d.Sync()
-			d.Close()
-		}
-		if err := errors.Join(werr, serr, rerr, derr); err != nil {
-			os.Remove(f.Name())
+		if err := atomicfile.Write(dir, filepath.Base(target), data); err != nil {
 			return 0, size
 		}
 		v = append(v, ms(time.Since(t0)))

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gridcity/gridcity/agent/atomicfile"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 	"github.com/gridcity/gridcity/coordinator/internal/web"
 )
@@ -95,8 +96,8 @@ func ensureAdmin(ctx context.Context, st store.Store, data string, stdout io.Wri
 		return err
 	}
 	path := filepath.Join(data, "admin-password")
-	if err := os.WriteFile(path, []byte(pw+"\n"), 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	if err := atomicfile.Write(data, "admin-password", []byte(pw+"\n")); err != nil {
+		return err
 	}
 	// Printed only to a person at a terminal: under systemd, stdout is the
 	// journal, which others may read; the file is readable by the service

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gridcity/gridcity/agent/atomicfile"
 	"github.com/gridcity/gridcity/coordinator/internal/clients"
 	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
@@ -269,9 +270,9 @@ func (in *installer) revoke(ctx context.Context, name string) {
 	_ = in.st.RevokeToken(ctx, name, in.now())
 }
 
-// write replaces the file atomically (a temporary file renamed over it), mode
-// 0600 as it holds a token (or the old mode where that was stricter), after
-// copying the old file to FILE.bak-gridcity-TIME. It returns the backup's path.
+// write replaces the file durably and atomically (atomicfile), mode 0600 as
+// it holds a token (or the old mode where that was stricter), after copying
+// the old file to FILE.bak-gridcity-TIME. It returns the backup's path.
 func (in *installer) write(path string, old, data []byte, before os.FileInfo) (string, error) {
 	mode := os.FileMode(0o600)
 	if before != nil {
@@ -299,6 +300,11 @@ func (in *installer) write(path string, old, data []byte, before os.FileInfo) (s
 				return "", fmt.Errorf("back up %s: %w", path, err)
 			}
 			_, err = f.Write(old)
+			if err == nil {
+				// The backup's directory entry is made durable with the
+				// new file's, by the commit below.
+				err = f.Sync()
+			}
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
@@ -309,23 +315,13 @@ func (in *installer) write(path string, old, data []byte, before os.FileInfo) (s
 			break
 		}
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".gridcity-*")
+	p, err := atomicfile.Create(path, mode)
 	if err != nil {
-		return "", fmt.Errorf("write %s: %w", path, err)
+		return "", err
 	}
-	defer os.Remove(tmp.Name()) // after the rename there is nothing to remove
-	err = tmp.Chmod(mode)
-	if err == nil {
-		_, err = tmp.Write(data)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", fmt.Errorf("write %s: %w", path, err)
+	defer p.Discard() // after the commit there is nothing to discard
+	if _, err := p.Write(data); err != nil {
+		return "", err
 	}
 	// The client may have rewritten its file since it was read.
 	now, err := os.Stat(path)
@@ -336,8 +332,8 @@ func (in *installer) write(path string, old, data []byte, before os.FileInfo) (s
 		}
 		return "", errChangedMeanwhile
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return "", fmt.Errorf("write %s: %w", path, err)
+	if err := p.Commit(); err != nil {
+		return "", err
 	}
 	return backup, nil
 }

@@ -602,7 +602,7 @@ func TestStdioBridgeFromDataDir(t *testing.T) {
 	t.Parallel()
 	c := newTestCoordinator(t, 300*time.Millisecond)
 	c.start()
-	if err := writeJSONFile(filepath.Join(c.data, "coordinator.json"), runtimeInfo{HTTP: c.addr}, 0o644); err != nil {
+	if err := writeJSONFile(c.data, "coordinator.json", runtimeInfo{HTTP: c.addr}); err != nil {
 		t.Fatal(err)
 	}
 	sc := startBridge(t, bridgeConfig{Data: c.data})

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gridcity/gridcity/agent/atomicfile"
 	"github.com/gridcity/gridcity/coordinator/internal/agentapi"
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
@@ -78,6 +79,14 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err // every problem, with its line
 		}
 	}
+	// Everything in the data directory is private: the store holds the CA
+	// key (and its WAL a copy until a checkpoint), mcp-token and
+	// admin-password are credentials.
+	if was, err := atomicfile.PrivateDir(*data, "data directory"); err != nil {
+		return err
+	} else if was != 0 {
+		logger.Warn("made the data directory private (0700): other users could enter it", "data", *data, "was", fmt.Sprintf("%04o", was))
+	}
 	unlock, err := lockData(*data)
 	if err != nil {
 		return err
@@ -137,7 +146,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("listen for HTTP on %s: %w", *httpAddr, err)
 	}
 	info := runtimeInfo{HTTP: hl.Addr().String(), GRPC: gl.Addr().String(), Advertise: adv, TLS: *tlsCert != ""}
-	if err := writeJSONFile(filepath.Join(*data, "coordinator.json"), info, 0o644); err != nil {
+	if err := writeJSONFile(*data, "coordinator.json", info); err != nil {
 		return err
 	}
 	if err := ensureAdmin(ctx, st, *data, stdout, logger); err != nil {
@@ -248,16 +257,18 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return err
 }
 
-// lockData keeps a second coordinator off the same data directory: it
-// would rewrite coordinator.json under the first one and race its store.
+// lockData keeps a second coordinator off the same data directory (which
+// must exist): it would rewrite coordinator.json under the first one and
+// race its store.
 func lockData(data string) (func(), error) {
-	if err := os.MkdirAll(data, 0o700); err != nil {
-		return nil, fmt.Errorf("create data directory %s: %w", data, err)
-	}
 	path := filepath.Join(data, "serve.lock")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := f.Chmod(0o600); err != nil { // whatever the umask, or an older gridcity, made it
+		f.Close()
+		return nil, fmt.Errorf("make %s private: %w", path, err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
@@ -294,16 +305,12 @@ func defaultAdvertise(grpcAddr string) string {
 	return net.JoinHostPort("127.0.0.1", port)
 }
 
-func writeJSONFile(path string, v any, mode os.FileMode) error {
+func writeJSONFile(dir, name string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), mode); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(dir, name, append(b, '\n'))
 }
 
 func readRuntime(data string) (runtimeInfo, error) {

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gridcity/gridcity/agent/atomicfile"
 	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
@@ -122,10 +123,7 @@ func ensureLocalToken(ctx context.Context, st store.Store, data string) (string,
 	for i := 2; ; i++ {
 		tok, err := createToken(ctx, st, name, store.ScopeOperate)
 		if err == nil {
-			if err := os.WriteFile(path+".tmp", []byte(tok+"\n"), 0o600); err != nil {
-				return "", false, err
-			}
-			return tok, true, os.Rename(path+".tmp", path)
+			return tok, true, atomicfile.Write(data, localTokenFile, []byte(tok+"\n"))
 		}
 		if !strings.Contains(err.Error(), "exists") || i > 100 {
 			return "", false, err

@@ -6,11 +6,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/gridcity/gridcity/agent/atomicfile"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
@@ -143,10 +145,15 @@ var migrations = []string{
 
 // OpenSQLite opens (creating if needed) the store at dir/gridcity.db.
 func OpenSQLite(ctx context.Context, dir string) (*SQLite, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create data directory %s: %w", dir, err)
+	// Tightened without a word here: serve, which an operator watches,
+	// has said so already unless the mode changed since.
+	if _, err := atomicfile.PrivateDir(dir, "data directory"); err != nil {
+		return nil, err
 	}
 	path := filepath.Join(dir, "gridcity.db")
+	if err := privateFiles(path); err != nil {
+		return nil, err
+	}
 	// busy_timeout lets the CLI (gridcity join, token …) write while serve
 	// runs. synchronous(FULL): a committed audit row survives a power cut,
 	// not only a crash; the fleet's state is written in batches, so the
@@ -174,11 +181,32 @@ func OpenSQLite(ctx context.Context, dir string) (*SQLite, error) {
 	db.SetMaxOpenConns(readConns)
 	db.SetMaxIdleConns(readConns)
 	s.db = db
-	if err := os.Chmod(path, 0o600); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("restrict %s: %w", path, err)
-	}
 	return s, nil
+}
+
+// privateFiles makes the database and SQLite's files beside it mode 0600
+// before SQLite opens them. SQLite creates the -wal, -shm and -journal
+// files with the mode of the database file, whatever the umask, so a
+// database created 0600 keeps them private; one created by SQLite itself
+// under umask 022 would be 0644, and so would the WAL holding the CA key.
+// An existing file (from an older gridcity, or copied in) is tightened:
+// these files are the store's own.
+func privateFiles(db string) error {
+	f, err := os.OpenFile(db, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", db, err)
+	}
+	err = f.Chmod(0o600)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("make %s private: %w", db, err)
+	}
+	for _, p := range []string{db + "-wal", db + "-shm", db + "-journal"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("make %s private: %w", p, err)
+		}
+	}
+	return nil
 }
 
 func (s *SQLite) migrate(ctx context.Context) error {

@@ -1,6 +1,6 @@
 //go:build unix
 
-// Package journal is the agent's at-most-once bookkeeping of approved
+// Package cmdjournal is the agent's at-most-once bookkeeping of approved
 // commands, kept in one file in its state directory. A command id is
 // journaled, durably, before the command runs, and an id the journal has
 // seen is never run again, not after a restart and not after the
@@ -12,7 +12,7 @@
 //
 // The coordinator never resends a dispatched command; the journal is the
 // agent's own guard against a resend, a replay or a duplicate delivery.
-package journal
+package cmdjournal
 
 import (
 	"cmp"
@@ -33,7 +33,7 @@ import (
 
 	"github.com/gridcity/gridcity/agent/internal/runner"
 
-	"github.com/gridcity/gridcity/agent/internal/atomicfile"
+	"github.com/gridcity/gridcity/agent/atomicfile"
 )
 
 // State is where a command is in its life.
