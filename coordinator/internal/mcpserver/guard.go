@@ -183,10 +183,11 @@ func Guard(next http.Handler, st store.Store, cfg GuardConfig, logger *slog.Logg
 			logger.Debug("mcp request", "method", r.Method, "status", rec.code(), "client", ClientName(r.Header), "remote", r.RemoteAddr, "took", time.Since(start))
 		}()
 		// Until the body has been read (after authentication), any answer
-		// is a refusal sent without reading it, and the connection is closed
-		// after it: net/http would otherwise read the unread body first, to
-		// reuse the connection, and a refused client could make it wait.
-		if r.Body != nil && r.Body != http.NoBody {
+		// is a refusal sent without reading it, and an HTTP/1 connection is
+		// closed after it: net/http would otherwise read the unread body
+		// first, to reuse the connection, and a refused client could make
+		// it wait. (HTTP/2 resets the one stream.)
+		if r.ProtoMajor == 1 && r.Body != nil && r.Body != http.NoBody {
 			w.Header().Set("Connection", "close")
 		}
 		if msg := checkHostOrigin(r, cfg.AllowedOrigins); msg != "" {
