@@ -20,6 +20,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/frontdoor"
 	"github.com/gridcity/gridcity/coordinator/internal/graph"
 	"github.com/gridcity/gridcity/coordinator/internal/incidents"
 	"github.com/gridcity/gridcity/coordinator/internal/loopback"
@@ -51,6 +52,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	publicHTTP := fs.Bool("public-http", false, "allow plain HTTP on a non-loopback --http address (put TLS in front of it)")
 	configPath := fs.String("config", "", "YAML file: districts, resources, links, probe defaults, runbooks")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	bodyTimeout := fs.Duration("body-timeout", frontdoor.DefaultBodyTimeout, "longest a client may take to send a request's body after its headers (which have "+frontdoor.HeaderTimeout.String()+"); answers, such as run_command's wait and the app's event stream, are not bounded by it")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -62,6 +64,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return fmt.Errorf("%s %q is not an address: use HOST:PORT, e.g. 127.0.0.1:4600 or :4601", flagName, addr)
 		}
+	}
+	if *bodyTimeout <= 0 {
+		return fmt.Errorf("--body-timeout %s: give a positive duration, e.g. 30s", *bodyTimeout)
 	}
 	if (*tlsCert == "") != (*tlsKey == "") {
 		return errors.New("--tls-cert and --tls-key go together")
@@ -207,8 +212,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// event streams of the app do not hold the shutdown up.
 	baseCtx, endRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer endRequests()
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		BaseContext: func(net.Listener) context.Context { return baseCtx }}
+	// Every route passes the front door: the DNS-rebinding rule on a
+	// loopback listener, and the bound on reading a request.
+	hs := frontdoor.NewServer(mux, frontdoor.Config{BodyTimeout: *bodyTimeout, Logger: logger})
+	hs.BaseContext = func(net.Listener) context.Context { return baseCtx }
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

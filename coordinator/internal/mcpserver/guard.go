@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -132,8 +133,13 @@ func (ls *limiters) allow(key string) bool {
 }
 
 // Guard wraps next (the MCP handler) with, in order: Host and Origin checks
-// (403), the body limit (413), bearer-token authentication against the
-// hashed tokens in the store (401), and a per-token rate limit (429).
+// (403), bearer-token authentication against the hashed tokens in the
+// store (401), a per-token rate limit (429), and the body limit (413).
+// The body is read only for an authenticated caller: a request without a
+// valid token is answered from its headers alone, however large or slow
+// its body. How long the body may take to arrive is bounded by the
+// listener (the coordinator's read deadline); a body that misses it gets
+// 408.
 func Guard(next http.Handler, st store.Store, cfg GuardConfig, logger *slog.Logger) http.Handler {
 	perToken := newLimiters(cfg.RatePerToken, cfg.BurstPerToken)
 	failed := newLimiters(cfg.RateFailedAuth, cfg.BurstFailedAuth)
@@ -159,6 +165,9 @@ func Guard(next http.Handler, st store.Store, cfg GuardConfig, logger *slog.Logg
 				http.Error(w, "rate limit exceeded for token "+name+"; slow down and retry", http.StatusTooManyRequests)
 				return
 			}
+			if !readBody(w, r, cfg.MaxBodyBytes, logger) {
+				return
+			}
 			scope := store.ScopeRead
 			if len(ti.Scopes) > 0 {
 				scope = store.Scope(ti.Scopes[0])
@@ -173,27 +182,18 @@ func Guard(next http.Handler, st store.Store, cfg GuardConfig, logger *slog.Logg
 		defer func() {
 			logger.Debug("mcp request", "method", r.Method, "status", rec.code(), "client", ClientName(r.Header), "remote", r.RemoteAddr, "took", time.Since(start))
 		}()
+		// Until the body has been read (after authentication), any answer
+		// is a refusal sent without reading it, and an HTTP/1 connection is
+		// closed after it: net/http would otherwise read the unread body
+		// first, to reuse the connection, and a refused client could make
+		// it wait. (HTTP/2 resets the one stream.)
+		if r.ProtoMajor == 1 && r.Body != nil && r.Body != http.NoBody {
+			w.Header().Set("Connection", "close")
+		}
 		if msg := checkHostOrigin(r, cfg.AllowedOrigins); msg != "" {
 			logger.Warn("mcp request refused", "reason", msg, "remote", r.RemoteAddr, "client", ClientName(r.Header))
 			http.Error(rec, msg, http.StatusForbidden)
 			return
-		}
-		if r.ContentLength > cfg.MaxBodyBytes {
-			http.Error(rec, fmt.Sprintf("request body of %d bytes is over the limit of %d", r.ContentLength, cfg.MaxBodyBytes), http.StatusRequestEntityTooLarge)
-			return
-		}
-		if r.Body != nil && r.Body != http.NoBody {
-			body, err := io.ReadAll(io.LimitReader(r.Body, cfg.MaxBodyBytes+1))
-			if err != nil {
-				http.Error(rec, "reading request body: "+err.Error(), http.StatusBadRequest)
-				return
-			}
-			if int64(len(body)) > cfg.MaxBodyBytes {
-				http.Error(rec, fmt.Sprintf("request body is over the limit of %d bytes", cfg.MaxBodyBytes), http.StatusRequestEntityTooLarge)
-				return
-			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			logInitialize(logger, r, body)
 		}
 		// Requests that fail authentication are rate limited per address.
 		probe := &statusRecorder{ResponseWriter: rec}
@@ -209,6 +209,37 @@ func Guard(next http.Handler, st store.Store, cfg GuardConfig, logger *slog.Logg
 			logger.Info("mcp request refused: bad or missing token", "remote", r.RemoteAddr, "client", ClientName(r.Header))
 		}
 	})
+}
+
+// readBody reads an authenticated request's body, at most limit bytes,
+// into memory for the MCP handler (and the log of a client's initialize).
+// It answers 413 past the limit, 408 for a body that did not arrive in
+// time and 400 for one that could not be read, and then returns false.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, logger *slog.Logger) bool {
+	if r.ContentLength > limit {
+		http.Error(w, fmt.Sprintf("request body of %d bytes is over the limit of %d", r.ContentLength, limit), http.StatusRequestEntityTooLarge)
+		return false
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return true
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		logger.Warn("mcp request refused: the body came too slowly", "remote", r.RemoteAddr, "client", ClientName(r.Header), "bytes", len(body))
+		http.Error(w, err.Error(), http.StatusRequestTimeout)
+		return false
+	case err != nil:
+		http.Error(w, "reading request body: "+err.Error(), http.StatusBadRequest)
+		return false
+	case int64(len(body)) > limit:
+		http.Error(w, fmt.Sprintf("request body is over the limit of %d bytes", limit), http.StatusRequestEntityTooLarge)
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	w.Header().Del("Connection") // read to its end: the connection can serve another request
+	logInitialize(logger, r, body)
+	return true
 }
 
 func hasBearer(r *http.Request) bool {

@@ -37,6 +37,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"net"
 	"net/http"
@@ -46,7 +47,6 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
-	"golang.org/x/time/rate"
 
 	"github.com/gridcity/gridcity/coordinator/internal/loopback"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
@@ -294,11 +294,17 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "give both username and password")
 		return
 	}
-	addr := remoteHost(r)
+	// A source that is itself throttled is refused before its password is
+	// checked, so that it cannot learn from the answer whether a guess was
+	// right. Any other source's password is checked, whatever others have
+	// tried for the same name (see loginLimiter).
+	source := loginSource(r)
 	now := a.cfg.Now()
-	if wait := a.logins.wait(addr, in.Username, now); wait > 0 {
-		w.Header().Set("Retry-After", fmt.Sprint(int(wait.Seconds()+1)))
-		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many failed logins; wait %d seconds and try again", int(wait.Seconds()+1)))
+	wait, try := a.logins.begin(source, in.Username, now)
+	if try == nil {
+		secs := int(wait.Seconds()) + 1
+		w.Header().Set("Retry-After", fmt.Sprint(secs))
+		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many failed logins from this address; wait %d seconds and try again", secs))
 		return
 	}
 
@@ -306,6 +312,7 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 	known := err == nil
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		a.log.Error("approver lookup failed", "err", err)
+		try.abandoned(now)
 		writeError(w, http.StatusServiceUnavailable, "the coordinator's store did not answer; retry in a moment")
 		return
 	}
@@ -316,17 +323,18 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 	// Compare even for unknown names so that both take a bcrypt's time.
 	match := bcrypt.CompareHashAndPassword(hash, []byte(in.Password)) == nil
 	if !known || !match {
-		a.logins.fail(addr, in.Username, now)
+		underAttack := try.failed(now)
 		if known {
-			a.log.Warn("app login failed: wrong password", "approver", in.Username, "remote", r.RemoteAddr)
+			a.log.Warn("app login failed: wrong password", "approver", in.Username, "remote", r.RemoteAddr, "manySources", underAttack)
 		} else {
 			// The attempted name is not logged: people type passwords into
 			// the username field.
-			a.log.Warn("app login failed: unknown username", "remote", r.RemoteAddr)
+			a.log.Warn("app login failed: unknown username", "remote", r.RemoteAddr, "manySources", underAttack)
 		}
 		writeError(w, http.StatusUnauthorized, "wrong username or password")
 		return
 	}
+	try.succeeded(now)
 
 	// A fresh session on every login; one the browser still held is ended.
 	if c, err := r.Cookie(a.cookieName()); err == nil {
@@ -364,67 +372,187 @@ func (a *app) me(w http.ResponseWriter, r *http.Request, se store.Session) {
 	writeJSON(w, http.StatusOK, meResponse{Username: se.Approver, ExpiresAt: se.ExpiresAt})
 }
 
-// Login limits: after a burst of failures, one more try per interval, per
-// remote address (guessing many names from one place) and per username
-// (guessing one name from many places). Only failures are counted, so a
-// person who types the password right is never slowed down by the limit.
+// Login limits. Failures are counted three ways, and each is used only for
+// what it can do without locking a person out with someone else's guesses:
+//
+//   - per source (an IPv4 address, or an IPv6 /64, which one host usually
+//     holds whole): a source guessing many names, or one name many times,
+//     is refused with 429 before its password is checked;
+//   - per (username, source): a source guessing one name is refused sooner;
+//   - per username, from every source together: a name guessed from many
+//     sources is "under attack", and then each wrong password empties that
+//     source's budget for the name, so every source gets one guess per
+//     interval. The per-username count never refuses anything by itself:
+//     the right password from a source that is not itself throttled always
+//     logs in, however many wrong ones others sent for the same name.
+//
+// The limits are the same for names that exist and names that do not, and
+// a refused source is refused before any bcrypt for both, so neither the
+// status nor the timing tells which names are approvers.
 const (
-	loginBurst       = 10
-	loginPerAddrRate = rate.Limit(1.0 / 6)  // a try every 6 s
-	loginPerUserRate = rate.Limit(1.0 / 15) // a try every 15 s
-	maxLimiterKeys   = 10000
+	loginBurst          = 10              // failures from one source, any names
+	loginPerSourceEvery = 6 * time.Second // then a try every 6 s
+	loginPairBurst      = 5               // failures for one name from one source
+	loginPerPairEvery   = 15 * time.Second
+	loginUserBurst      = 20 // failures for one name from all sources before it is under attack
+	loginPerUserEvery   = 15 * time.Second
+	maxLimiterKeys      = 10000
+	loginIPv6PrefixBits = 64
 )
 
 type loginLimiter struct {
-	mu     sync.Mutex
-	byAddr map[string]*rate.Limiter
-	byUser map[string]*rate.Limiter
+	mu       sync.Mutex
+	bySource buckets
+	byPair   buckets
+	byUser   buckets
 }
 
 func newLoginLimiter() *loginLimiter {
-	return &loginLimiter{byAddr: map[string]*rate.Limiter{}, byUser: map[string]*rate.Limiter{}}
-}
-
-// wait returns how long the address or the username must wait before its
-// next try, or 0.
-func (l *loginLimiter) wait(addr, user string, now time.Time) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var d time.Duration
-	for _, lim := range []*rate.Limiter{l.byAddr[addr], l.byUser[strings.ToLower(user)]} {
-		if lim == nil {
-			continue
-		}
-		if t := lim.TokensAt(now); t < 1 {
-			d = max(d, time.Duration((1-t)/float64(lim.Limit())*float64(time.Second)))
-		}
+	return &loginLimiter{
+		bySource: buckets{m: map[string]*bucket{}, every: loginPerSourceEvery, burst: loginBurst},
+		byPair:   buckets{m: map[string]*bucket{}, every: loginPerPairEvery, burst: loginPairBurst},
+		byUser:   buckets{m: map[string]*bucket{}, every: loginPerUserEvery, burst: loginUserBurst},
 	}
-	return d
 }
 
-func (l *loginLimiter) fail(addr, user string, now time.Time) {
+func pairKey(user, source string) string { return strings.ToLower(user) + "\x00" + source }
+
+// begin starts a try for user from source. When the source is throttled
+// (over every name, or for this one) it returns how long to wait and no
+// try. Otherwise the try is charged to the source at once, before the
+// password is checked, so that parallel guesses cannot all pass the check
+// together; the try's outcome settles it. The username's total across
+// sources never refuses a try (see above).
+func (l *loginLimiter) begin(source, user string, now time.Time) (time.Duration, *loginTry) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	take(l.byAddr, addr, loginPerAddrRate, now)
-	take(l.byUser, strings.ToLower(user), loginPerUserRate, now)
+	t := &loginTry{l: l, source: source, user: strings.ToLower(user), pair: pairKey(user, source)}
+	if wait := max(l.bySource.wait(source, now), l.byPair.wait(t.pair, now)); wait > 0 {
+		return wait, nil
+	}
+	l.bySource.spend(source, 1, now)
+	l.byPair.spend(t.pair, 1, now)
+	return 0, t
 }
 
-func take(m map[string]*rate.Limiter, key string, r rate.Limit, now time.Time) {
-	lim := m[key]
-	if lim == nil {
-		if len(m) >= maxLimiterKeys {
-			// Forget keys that have refilled, so the map cannot grow without
-			// bound under a spray of names or addresses.
-			for k, v := range m {
-				if v.TokensAt(now) >= loginBurst {
-					delete(m, k)
+// loginTry is one password check under way, charged to its source.
+type loginTry struct {
+	l                  *loginLimiter
+	source, user, pair string
+}
+
+// failed counts a wrong password (or an unknown name) against the username
+// too. It reports whether the name is under attack from many sources, in
+// which case the source's budget for the name is spent.
+func (t *loginTry) failed(now time.Time) (underAttack bool) {
+	t.l.mu.Lock()
+	defer t.l.mu.Unlock()
+	t.l.byUser.spend(t.user, 1, now)
+	if t.l.byUser.wait(t.user, now) == 0 {
+		return false
+	}
+	// Spend what is left, down to under one try: the source's next try for
+	// this name waits an interval.
+	if left := math.Floor(t.l.byPair.level(t.pair, now)); left > 0 {
+		t.l.byPair.spend(t.pair, left, now)
+	}
+	return true
+}
+
+// succeeded gives the try back to the source, and forgets the source's
+// failures for the name: a person who mistyped and then got it right
+// starts again with a full budget from that place.
+func (t *loginTry) succeeded(now time.Time) {
+	t.l.mu.Lock()
+	defer t.l.mu.Unlock()
+	t.l.bySource.spend(t.source, -1, now)
+	delete(t.l.byPair.m, t.pair)
+}
+
+// abandoned gives the try back: the password could not be checked.
+func (t *loginTry) abandoned(now time.Time) {
+	t.l.mu.Lock()
+	defer t.l.mu.Unlock()
+	t.l.bySource.spend(t.source, -1, now)
+	t.l.byPair.spend(t.pair, -1, now)
+}
+
+// buckets holds one token bucket per key: burst tries, then one more per
+// interval. A key without a bucket has a full one. Callers hold
+// loginLimiter.mu.
+type buckets struct {
+	m     map[string]*bucket
+	every time.Duration
+	burst int
+}
+
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+// level is how many tries key has at now.
+func (bs *buckets) level(key string, now time.Time) float64 {
+	b := bs.m[key]
+	if b == nil {
+		return float64(bs.burst)
+	}
+	if now.Before(b.at) {
+		return b.tokens
+	}
+	return min(float64(bs.burst), b.tokens+float64(now.Sub(b.at))/float64(bs.every))
+}
+
+// wait is how long key must wait for its next try, or 0.
+func (bs *buckets) wait(key string, now time.Time) time.Duration {
+	if l := bs.level(key, now); l < 1 {
+		return time.Duration((1 - l) * float64(bs.every))
+	}
+	return 0
+}
+
+// spend takes n tries from key's bucket (a negative n gives them back, up
+// to the burst). The map is bounded: at the bound, full buckets are
+// forgotten, then any, down to nine tenths of the bound, so that a spray
+// of names or addresses can neither grow it without end nor make every
+// failure walk the whole map.
+func (bs *buckets) spend(key string, n float64, now time.Time) {
+	level := bs.level(key, now)
+	b := bs.m[key]
+	if b == nil {
+		if len(bs.m) >= maxLimiterKeys {
+			for k := range bs.m {
+				if bs.level(k, now) >= float64(bs.burst) {
+					delete(bs.m, k)
 				}
 			}
+			for k := range bs.m {
+				if len(bs.m) <= maxLimiterKeys*9/10 {
+					break
+				}
+				delete(bs.m, k)
+			}
 		}
-		lim = rate.NewLimiter(r, loginBurst)
-		m[key] = lim
+		b = &bucket{}
+		bs.m[key] = b
 	}
-	lim.AllowN(now, 1)
+	b.tokens = min(float64(bs.burst), level-n)
+	if now.After(b.at) {
+		b.at = now
+	}
+}
+
+// loginSource is the source a login's failures are counted against: the
+// remote IPv4 address, or the /64 an IPv6 address is in (one host usually
+// holds a whole /64, and would otherwise get a fresh budget per address).
+// Forwarded-for headers are not trusted: anyone can send them.
+func loginSource(r *http.Request) string {
+	host := remoteHost(r)
+	ip := net.ParseIP(host)
+	if ip == nil || ip.To4() != nil {
+		return host
+	}
+	return (&net.IPNet{IP: ip.Mask(net.CIDRMask(loginIPv6PrefixBits, 128)), Mask: net.CIDRMask(loginIPv6PrefixBits, 128)}).String()
 }
 
 func remoteHost(r *http.Request) string {
