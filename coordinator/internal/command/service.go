@@ -46,6 +46,8 @@ type Config struct {
 	// Lost is how long past its timeout a dispatched command may stay
 	// silent (agent gone and not back) before it ends as unknown.
 	Lost time.Duration
+	// ProgressEvery is how often a waiting call reports progress.
+	ProgressEvery time.Duration
 }
 
 // Service owns command requests. It is safe for concurrent use.
@@ -58,7 +60,7 @@ type Service struct {
 
 	mu      sync.Mutex // serialises state changes, so each step is audited before the next
 	subs    map[chan Event]struct{}
-	waiters map[string][]chan struct{}
+	waiters map[string][]chan Request
 	outputs map[string]*outputs // output of running commands, by request id
 }
 
@@ -73,8 +75,11 @@ func New(cfg Config, st store.Store, servers Servers, out Dispatcher, logger *sl
 	if cfg.Lost == 0 {
 		cfg.Lost = 2 * time.Minute
 	}
+	if cfg.ProgressEvery == 0 {
+		cfg.ProgressEvery = 5 * time.Second
+	}
 	return &Service{cfg: cfg, store: st, servers: servers, out: out, logger: logger,
-		subs: map[chan Event]struct{}{}, waiters: map[string][]chan struct{}{}, outputs: map[string]*outputs{}}
+		subs: map[chan Event]struct{}{}, waiters: map[string][]chan Request{}, outputs: map[string]*outputs{}}
 }
 
 // Submission is a run_command call.
@@ -457,50 +462,57 @@ func (s *Service) finishUnknown(ctx context.Context, r Request, detail string) {
 	s.publish(EventFinished, r)
 }
 
-// Wait returns the request once it is terminal or d has passed. progress,
-// when set, is called when the wait begins and every few seconds after.
+// Wait returns the request once it is terminal or d has passed, whichever
+// comes first; a request still under way comes back in its last known
+// state, never as an error. It follows the request's own events (publish
+// hands each waiter the request as saved), so the store is read once, at
+// the start, and never with a context that the wait's own deadline has
+// ended. progress, when set, is called when the wait begins and every
+// Config.ProgressEvery after.
 func (s *Service) Wait(ctx context.Context, id string, d time.Duration, progress func(Request)) (Request, error) {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	tick := time.NewTicker(5 * time.Second)
-	defer tick.Stop()
-	first := progress != nil
+	// Registered before the read, so that a change in between is not missed.
+	ch := s.waiter(id)
+	defer s.dropWaiter(id, ch)
+	r, err := s.Get(ctx, id)
+	if err != nil || r.Status.Terminal() {
+		return r, err
+	}
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	var tick <-chan time.Time
+	if progress != nil {
+		progress(r)
+		t := time.NewTicker(s.cfg.ProgressEvery)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
-		if first {
-			if r, err := s.Get(ctx, id); err == nil && !r.Status.Terminal() {
-				progress(r)
-			}
-			first = false
-		}
-		ch := s.waiter(id)
-		r, err := s.Get(ctx, id)
-		if err != nil || r.Status.Terminal() {
-			s.dropWaiter(id, ch)
-			return r, err
-		}
 		select {
-		case <-ch:
-		case <-tick.C:
-			s.dropWaiter(id, ch)
-			if progress != nil {
-				progress(r)
+		case r = <-ch:
+			if r.Status.Terminal() {
+				return r, nil
 			}
-		case <-ctx.Done():
-			s.dropWaiter(id, ch)
+		case <-tick:
+			progress(r)
+		case <-deadline.C:
+			return r, nil
+		case <-ctx.Done(): // the caller went away; it gets what is known
 			return r, nil
 		}
 	}
 }
 
-func (s *Service) waiter(id string) chan struct{} {
+// waiter registers a channel that receives the request each time it
+// changes; it holds only the newest state.
+func (s *Service) waiter(id string) chan Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ch := make(chan struct{}, 1)
+	ch := make(chan Request, 1)
 	s.waiters[id] = append(s.waiters[id], ch)
 	return ch
 }
 
-func (s *Service) dropWaiter(id string, ch chan struct{}) {
+func (s *Service) dropWaiter(id string, ch chan Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ws := s.waiters[id]
@@ -537,10 +549,13 @@ func (s *Service) publish(kind EventKind, r Request) {
 		}
 	}
 	for _, w := range s.waiters[r.ID] {
+		// Only publish sends, under s.mu: once the stale state is taken
+		// out there is room for the new one.
 		select {
-		case w <- struct{}{}:
+		case <-w:
 		default:
 		}
+		w <- r
 	}
 }
 
