@@ -111,25 +111,24 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (Request, error) {
 	}
 	info := s.servers.ServerInfo(sub.Server)
 	now := s.cfg.Now().UTC()
-	if n, err := s.pendingFor(ctx, sub.Token); err != nil {
-		return Request{}, err
-	} else if n >= MaxPendingPerToken {
-		return Request{}, fmt.Errorf("%d requests of this token are already waiting for a person: wait for them (wait_for_command) before asking for more", n)
-	}
 	r := Request{
 		ID: newID(), Server: sub.Server, Command: sub.Command, Reason: sub.Reason, TimeoutSeconds: sub.TimeoutSeconds,
 		Input: sub.Input, Risky: sub.Risky, Client: sub.Client, Token: sub.Token, RunAs: info.RunAs,
 		Sudo:   info.RunAs != "root" && sudoWord.MatchString(sub.Command),
 		Status: StatusPending, CreatedAt: now, ExpiresAt: now.Add(s.cfg.Expiry),
 	}
+	// Counted under the lock the insert holds: parallel calls cannot all
+	// pass the count before any of them is stored.
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.audit(ctx, r.ID, "requested", "token:"+r.Token+" ("+r.Client+")", map[string]any{
-		"server": r.Server, "command": r.Command, "reason": r.Reason, "timeoutSeconds": r.TimeoutSeconds,
-		"risky": r.Risky, "input": r.Input, "runAs": r.RunAs}); err != nil {
+	if n, err := s.store.CountRequests(ctx, r.Token, string(StatusPending), now.Add(-s.cfg.Expiry)); err != nil {
 		return Request{}, err
+	} else if n >= MaxPendingPerToken {
+		return Request{}, fmt.Errorf("%d requests of this token are already waiting for a person (at most %d): wait for them with wait_for_command, or have them decided in the app, before asking for more", n, MaxPendingPerToken)
 	}
-	if err := s.save(ctx, r); err != nil {
+	if err := s.commit(ctx, r, step{name: "requested", actor: "token:" + r.Token + " (" + r.Client + ")", detail: map[string]any{
+		"server": r.Server, "command": r.Command, "reason": r.Reason, "timeoutSeconds": r.TimeoutSeconds,
+		"risky": r.Risky, "input": r.Input, "runAs": r.RunAs}}); err != nil {
 		return Request{}, err
 	}
 	s.publish(EventCreated, r)
@@ -192,17 +191,6 @@ func hidden(s string) (rune, int, bool) {
 // MaxPendingPerToken bounds the cards one token can have open, so that no
 // client can bury a request among many.
 const MaxPendingPerToken = 20
-
-func (s *Service) pendingFor(ctx context.Context, token string) (int, error) {
-	rs, err := s.list(ctx, 10000, string(StatusPending))
-	n := 0
-	for _, r := range rs {
-		if r.Token == token && s.cfg.Now().Before(r.ExpiresAt) {
-			n++
-		}
-	}
-	return n, err
-}
 
 func newID() string {
 	b := make([]byte, 10)
@@ -269,7 +257,7 @@ func (s *Service) MarkShown(ctx context.Context, id, approver string) {
 			return
 		}
 	}
-	if err := s.audit(ctx, id, "shown", "approver:"+approver, nil); err != nil {
+	if err := s.audit(ctx, id, step{name: "shown", actor: "approver:" + approver}); err != nil {
 		s.logger.Error("audit shown", "request", id, "err", err)
 	}
 }
@@ -283,10 +271,7 @@ func (s *Service) Deny(ctx context.Context, id, approver, note string) (Request,
 		return r, err
 	}
 	r.Status, r.DecidedAt, r.DecidedBy, r.Note = StatusDenied, s.cfg.Now().UTC(), approver, bound(note, maxReason)
-	if err := s.audit(ctx, id, "denied", "approver:"+approver, map[string]any{"note": r.Note}); err != nil {
-		return Request{}, err
-	}
-	if err := s.save(ctx, r); err != nil {
+	if err := s.commit(ctx, r, step{name: "denied", actor: "approver:" + approver, detail: map[string]any{"note": r.Note}}); err != nil {
 		return Request{}, err
 	}
 	s.publish(EventFinished, r)
@@ -308,10 +293,7 @@ func (s *Service) Approve(ctx context.Context, id, approver string, a Approval) 
 	}
 	now := s.cfg.Now().UTC()
 	r.Status, r.DecidedAt, r.DecidedBy, r.Note = StatusApproved, now, approver, bound(a.Note, maxReason)
-	if err := s.audit(ctx, id, "approved", "approver:"+approver, map[string]any{"note": r.Note, "input": len(a.Input) > 0, "sudoPassword": len(a.SudoPassword) > 0}); err != nil {
-		return Request{}, err
-	}
-	if err := s.save(ctx, r); err != nil {
+	if err := s.commit(ctx, r, step{name: "approved", actor: "approver:" + approver, detail: map[string]any{"note": r.Note, "input": len(a.Input) > 0, "sudoPassword": len(a.SudoPassword) > 0}}); err != nil {
 		return Request{}, err
 	}
 	s.publish(EventDecided, r)
@@ -320,11 +302,6 @@ func (s *Service) Approve(ctx context.Context, id, approver string, a Approval) 
 
 // dispatch sends an approved request. Called with s.mu held.
 func (s *Service) dispatch(ctx context.Context, r Request, a Approval) (Request, error) {
-	if err := s.audit(ctx, r.ID, "dispatched", "coordinator", map[string]any{"server": r.Server}); err != nil {
-		// No audit row, no dispatch: the command does not run.
-		r = s.fail(ctx, r, "not dispatched: the audit log could not be written ("+err.Error()+")")
-		return r, fmt.Errorf("not dispatched: %w", err)
-	}
 	info := s.servers.ServerInfo(r.Server)
 	switch {
 	case !info.Online:
@@ -336,9 +313,11 @@ func (s *Service) dispatch(ctx context.Context, r Request, a Approval) (Request,
 	// the agent's journal (which lacks it) settles it as never received,
 	// rather than a record saying it never ran when it did.
 	r.Status, r.DispatchedAt = StatusDispatched, s.cfg.Now().UTC()
-	if err := s.save(ctx, r); err != nil {
+	if err := s.commit(ctx, r, step{name: "dispatched", actor: "coordinator", detail: map[string]any{"server": r.Server}}); err != nil {
+		// No audit row, no dispatch: the command does not run.
 		r.Status, r.DispatchedAt = StatusApproved, time.Time{}
-		return s.fail(ctx, r, "not dispatched: the request could not be saved ("+err.Error()+")"), nil
+		r = s.fail(ctx, r, "not dispatched: the audit log could not be written ("+err.Error()+")")
+		return r, fmt.Errorf("not dispatched: %w", err)
 	}
 	err := s.out.Send(r.Server, &gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_RunCommand{RunCommand: &gridcityv1.RunCommand{
 		RequestId: r.ID, Command: r.Command, TimeoutSeconds: uint32(r.TimeoutSeconds), RunAs: r.RunAs,
@@ -353,13 +332,10 @@ func (s *Service) dispatch(ctx context.Context, r Request, a Approval) (Request,
 }
 
 // fail ends a request as failed with detail, auditing it. Called with s.mu held.
-func (s *Service) fail(ctx context.Context, r Request, detail string) Request {
+func (s *Service) fail(ctx context.Context, r Request, detail string, missed ...step) Request {
 	r.Status, r.Detail, r.FinishedAt = StatusFailed, detail, s.cfg.Now().UTC()
-	if err := s.audit(ctx, r.ID, "failed", "coordinator", map[string]any{"detail": detail}); err != nil {
-		s.logger.Error("audit failed step", "request", r.ID, "err", err)
-	}
-	if err := s.save(ctx, r); err != nil {
-		s.logger.Error("save failed request", "request", r.ID, "err", err)
+	if err := s.commit(ctx, r, append(missed, step{name: "failed", actor: "coordinator", detail: map[string]any{"detail": detail}})...); err != nil {
+		s.logger.Error("record a failed request", "request", r.ID, "detail", detail, "err", err)
 	}
 	s.publish(EventFinished, r)
 	return r
@@ -387,10 +363,7 @@ func (s *Service) pending(ctx context.Context, id string) (Request, error) {
 func (s *Service) expire(ctx context.Context, r Request) (Request, error) {
 	r.Status, r.DecidedAt = StatusDenied, s.cfg.Now().UTC()
 	r.Note = fmt.Sprintf("nobody approved it within %s, so it was denied", s.cfg.Expiry)
-	if err := s.audit(ctx, r.ID, "expired", "coordinator", map[string]any{"note": r.Note}); err != nil {
-		return r, err
-	}
-	if err := s.save(ctx, r); err != nil {
+	if err := s.commit(ctx, r, step{name: "expired", actor: "coordinator", detail: map[string]any{"note": r.Note}}); err != nil {
 		return r, err
 	}
 	s.publish(EventFinished, r)
@@ -450,14 +423,11 @@ func (s *Service) Run(ctx context.Context) {
 	}
 }
 
-func (s *Service) finishUnknown(ctx context.Context, r Request, detail string) {
+func (s *Service) finishUnknown(ctx context.Context, r Request, detail string, missed ...step) {
 	r.Status, r.Detail, r.FinishedAt = StatusUnknown, detail, s.cfg.Now().UTC()
 	delete(s.outputs, r.ID)
-	if err := s.audit(ctx, r.ID, "unknown", "coordinator", map[string]any{"detail": detail}); err != nil {
-		s.logger.Error("audit unknown", "request", r.ID, "err", err)
-	}
-	if err := s.save(ctx, r); err != nil {
-		s.logger.Error("save unknown request", "request", r.ID, "err", err)
+	if err := s.commit(ctx, r, append(missed, step{name: "unknown", actor: "coordinator", detail: map[string]any{"detail": detail}})...); err != nil {
+		s.logger.Error("record a request as unknown", "request", r.ID, "err", err)
 	}
 	s.publish(EventFinished, r)
 }
@@ -559,23 +529,53 @@ func (s *Service) publish(kind EventKind, r Request) {
 	}
 }
 
-func (s *Service) save(ctx context.Context, r Request) error {
+// step is one audit row of a request's life.
+type step struct {
+	name, actor string
+	detail      any
+	at          time.Time // zero: now
+}
+
+func (s *Service) entry(id string, st step) (store.AuditEntry, error) {
+	b := []byte("{}")
+	if st.detail != nil {
+		var err error
+		if b, err = json.Marshal(st.detail); err != nil {
+			return store.AuditEntry{}, err
+		}
+	}
+	at := st.at
+	if at.IsZero() {
+		at = s.cfg.Now()
+	}
+	return store.AuditEntry{At: at.UTC(), RequestID: id, Step: st.name, Actor: st.actor, Detail: b}, nil
+}
+
+// commit saves r with the audit rows of the steps that brought it to its
+// state, in one store transaction: both or neither.
+func (s *Service) commit(ctx context.Context, r Request, steps ...step) error {
 	body, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	return s.store.SaveRequest(ctx, store.RequestRecord{ID: r.ID, Server: r.Server, Status: string(r.Status), CreatedAt: r.CreatedAt, Body: body})
-}
-
-func (s *Service) audit(ctx context.Context, id, step, actor string, detail any) error {
-	b := []byte("{}")
-	if detail != nil {
-		var err error
-		if b, err = json.Marshal(detail); err != nil {
+	entries := make([]store.AuditEntry, 0, len(steps))
+	for _, st := range steps {
+		e, err := s.entry(r.ID, st)
+		if err != nil {
 			return err
 		}
+		entries = append(entries, e)
 	}
-	return s.store.AppendAudit(ctx, store.AuditEntry{At: s.cfg.Now().UTC(), RequestID: id, Step: step, Actor: actor, Detail: b})
+	return s.store.SaveRequestAudited(ctx, store.RequestRecord{ID: r.ID, Server: r.Server, Token: r.Token, Status: string(r.Status), CreatedAt: r.CreatedAt, Body: body}, entries...)
+}
+
+// audit records a step that changes nothing in the request.
+func (s *Service) audit(ctx context.Context, id string, st step) error {
+	e, err := s.entry(id, st)
+	if err != nil {
+		return err
+	}
+	return s.store.AppendAudit(ctx, e)
 }
 
 func bound(s string, n int) string {
