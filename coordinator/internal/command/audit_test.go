@@ -191,6 +191,19 @@ func TestJournalStepsTheCoordinatorMissedAreAudited(t *testing.T) {
 	if got := e.steps(t, running.ID); got != "requested,approved,dispatched,accepted,started" {
 		t.Errorf("after a second report: %s", got)
 	}
+	// A journal that contradicts itself (started, yet only accepted)
+	// does not make the audit say it started.
+	odd := e.submit(t, Submission{})
+	if _, err := e.svc.Approve(ctx, odd.ID, "alice", Approval{}); err != nil {
+		t.Fatal(err)
+	}
+	e.svc.Reconnected(ctx, "web-1", e.clock.now().Add(time.Second), []*gridcityv1.CommandEvent{
+		ev(odd.ID, gridcityv1.CommandEvent_KIND_STARTED, at(e.clock.now())),
+		ev(odd.ID, gridcityv1.CommandEvent_KIND_ACCEPTED, at(e.clock.now())),
+	})
+	if got := e.steps(t, odd.ID); got != "requested,approved,dispatched,accepted" {
+		t.Errorf("self-contradicting journal: %s; want only accepted added", got)
+	}
 }
 
 // The journal's steps and the end they precede commit together: when the

@@ -302,7 +302,9 @@ func (s *Service) fromJournal(ctx context.Context, server string, evs []*gridcit
 		case gridcityv1.CommandEvent_KIND_ACCEPTED:
 			name = "accepted"
 		case gridcityv1.CommandEvent_KIND_STARTED:
-			name = "started"
+			if last.GetKind() != gridcityv1.CommandEvent_KIND_ACCEPTED { // not started if it is only accepted
+				name = "started"
+			}
 		}
 		if name != "" && !audited[name] {
 			audited[name] = true
