@@ -263,33 +263,65 @@ func TestCommandSurvivesCoordinatorRestart(t *testing.T) {
 		}
 		return nil
 	})
-	c.p.signal(syscall.SIGKILL)
-	c.p.exited(5 * time.Second)
-	cs.Close()
-	<-got // the client's call ends with the coordinator
-	c.start()
-
-	cs, err = c.mcpClient(tok, "e2e")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	var r commandResult
-	eventually(t, 60*time.Second, "result after restart", func() error {
-		var err error
-		if r, err = tryCommand(cs, "wait_for_command", map[string]any{"request_id": card.ID}); err != nil {
-			return err
-		}
-		if r.Status == "waiting" {
-			return fmt.Errorf("still waiting")
-		}
-		return nil
-	})
+	r := c.killRestartAndWait(t, cs, tok, card.ID, got)
 	if r.Status != "completed" || r.Stdout != "finished\n" {
 		t.Fatalf("after restart: %+v\nagent log:\n%s", r, agent.out.String())
 	}
 	if b, _ := os.ReadFile(marker); strings.Count(string(b), "run") != 1 {
 		t.Fatalf("the command ran %d times; want once", strings.Count(string(b), "run"))
+	}
+	// The audit tells every step once, whether the coordinator heard it
+	// live or from the agent's journal after the restart.
+	if got := c.auditSteps(t, card.ID); got != "requested,approved,dispatched,accepted,started,finished" {
+		t.Fatalf("audit steps %s; want each step once, in order", got)
+	}
+}
+
+// The coordinator is stopped as soon as it has dispatched a command, so it
+// never reads the agent's accepted and started, and is then killed: after
+// the restart the audit has those steps, from the agent's journal, not
+// only the end.
+func TestCommandStepsFromTheJournalAfterCoordinatorKill(t *testing.T) {
+	t.Parallel()
+	c := startCoordinator(t)
+	tok := c.token()
+	state := t.TempDir()
+	agent := startAgent(t, c, "cmd-4", state, c.joinLine())
+	c.waitStatus(tok, "cmd-4", "online", 20*time.Second)
+	cs, err := c.mcpClient(tok, "e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := c.login(t)
+	cmd := "echo journaled"
+	got := runAsync(cs, map[string]any{"server": "cmd-4", "command": cmd, "reason": "journal test", "timeout_seconds": 30})
+	card := app.card(cmd)
+	if code, body := app.post("/api/requests/"+card.ID+"/approve", map[string]string{}); code != 200 {
+		t.Fatalf("approve: %d %s", code, body)
+	}
+	c.p.signal(syscall.SIGSTOP) // what the agent sends now stays unread
+	eventually(t, 20*time.Second, "the agent journals the command's end", func() error {
+		b, err := os.ReadFile(filepath.Join(state, "journal.json"))
+		if err != nil {
+			return err
+		}
+		var j struct{ Entries []struct{ ID, State string } }
+		if err := json.Unmarshal(b, &j); err != nil {
+			return err
+		}
+		for _, e := range j.Entries {
+			if e.ID == card.ID && e.State == "exited" {
+				return nil
+			}
+		}
+		return fmt.Errorf("not exited in the journal: %s", b)
+	})
+	r := c.killRestartAndWait(t, cs, tok, card.ID, got)
+	if r.Status != "completed" || r.Stdout != "journaled\n" {
+		t.Fatalf("after restart: %+v\nagent log:\n%s", r, agent.out.String())
+	}
+	if got := c.auditSteps(t, card.ID); got != "requested,approved,dispatched,accepted,started,finished" {
+		t.Fatalf("audit steps %s; want accepted and started from the agent's journal too", got)
 	}
 }
 
@@ -331,4 +363,62 @@ func TestCommandUnknownAfterAgentDeath(t *testing.T) {
 	if b, _ := os.ReadFile(marker); strings.Count(string(b), "run") != 1 {
 		t.Fatalf("the command ran %d times; want once", strings.Count(string(b), "run"))
 	}
+	// Accepted and started are audited once, heard live or from the
+	// journal of the agent that came back. Started may be missing: the
+	// agent can die after the command wrote the marker and before its
+	// start was journaled, and then nobody knows it started.
+	if got := c.auditSteps(t, card.ID); got != "requested,approved,dispatched,accepted,started,unknown" && got != "requested,approved,dispatched,accepted,unknown" {
+		t.Fatalf("audit steps %s; want each step once, in order", got)
+	}
+}
+
+// killRestartAndWait kills the coordinator (running or stopped), closes
+// the MCP session cs, waits for got (the call in flight ends with the
+// coordinator), starts it again and waits through a new session until the
+// request is no longer waiting.
+func (c *coordinator) killRestartAndWait(t *testing.T, cs *mcp.ClientSession, tok, id string, got <-chan asyncResult) commandResult {
+	t.Helper()
+	c.p.signal(syscall.SIGKILL)
+	c.p.exited(5 * time.Second)
+	cs.Close()
+	<-got
+	c.start()
+	cs, err := c.mcpClient(tok, "e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	var r commandResult
+	eventually(t, 60*time.Second, "result after restart", func() error {
+		var err error
+		if r, err = tryCommand(cs, "wait_for_command", map[string]any{"request_id": id}); err != nil {
+			return err
+		}
+		if r.Status == "waiting" {
+			return fmt.Errorf("still waiting")
+		}
+		return nil
+	})
+	return r
+}
+
+// auditSteps lists the audit's steps for a request in order, without
+// "shown" (an approver's page may show a card more than once).
+func (c *coordinator) auditSteps(t *testing.T, id string) string {
+	t.Helper()
+	audit, err := run(t, "gridcity", "audit", "--json", "--data", c.data, "--request", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []string
+	for line := range strings.Lines(audit) {
+		var row struct{ Step string }
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		if row.Step != "shown" {
+			steps = append(steps, row.Step)
+		}
+	}
+	return strings.Join(steps, ",")
 }

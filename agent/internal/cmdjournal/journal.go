@@ -68,7 +68,9 @@ const (
 	// unacknowledged entry goes in the agent's hello, one message that
 	// must stay under the coordinator's 4 MiB limit: this 1 MiB, plus
 	// maxEntries entries of ids, times and a reason of at most
-	// maxReasonBytes (about 1.2 MiB), leaves room to spare.
+	// maxReasonBytes (about 1.2 MiB), plus the id and time of each
+	// entry's accepted and started steps (about 0.1 MiB), leaves room
+	// to spare.
 	maxKeptBytes = 1 << 20
 	// maxReasonBytes bounds an entry's reason, which may quote an error.
 	maxReasonBytes = 1 << 10

@@ -129,11 +129,25 @@ func (c *Commands) Forget(ids []string) {
 	}
 }
 
-// Journal is what a new stream's hello reports: every command the
-// coordinator has not acknowledged, with the result the agent still holds.
+// Journal is what a new stream's hello reports: for every command the
+// coordinator has not acknowledged, the steps it took (accepted, then
+// started if its process started, each with its time) and last its
+// present state with the result the agent still holds, so that the
+// coordinator can audit the steps it did not hear while it was away.
 func (c *Commands) Journal() []*gridcityv1.CommandEvent {
 	var out []*gridcityv1.CommandEvent
 	for _, e := range c.journal.Unacked() {
+		step := func(k gridcityv1.CommandEvent_Kind, at time.Time) {
+			ev := &gridcityv1.CommandEvent{RequestId: e.ID, Kind: k}
+			if !at.IsZero() {
+				ev.AtUnixMs = at.UnixMilli()
+			}
+			out = append(out, ev)
+		}
+		step(gridcityv1.CommandEvent_KIND_ACCEPTED, e.AcceptedAt)
+		if !e.StartedAt.IsZero() {
+			step(gridcityv1.CommandEvent_KIND_STARTED, e.StartedAt)
+		}
 		ev := &gridcityv1.CommandEvent{RequestId: e.ID, Reason: e.Reason}
 		switch e.State {
 		case cmdjournal.Exited:
@@ -142,10 +156,8 @@ func (c *Commands) Journal() []*gridcityv1.CommandEvent {
 			ev.AtUnixMs = e.FinishedAt.UnixMilli()
 		case cmdjournal.Unknown:
 			ev.Kind = gridcityv1.CommandEvent_KIND_UNKNOWN
-		case cmdjournal.Started:
-			ev.Kind = gridcityv1.CommandEvent_KIND_STARTED
-		default:
-			ev.Kind = gridcityv1.CommandEvent_KIND_ACCEPTED
+		default: // accepted or started: the steps above are its state
+			continue
 		}
 		out = append(out, ev)
 	}

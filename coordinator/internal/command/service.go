@@ -45,6 +45,8 @@ type Config struct {
 	// Lost is how long past its timeout a dispatched command may stay
 	// silent (agent gone and not back) before it ends as unknown.
 	Lost time.Duration
+	// ProgressEvery is how often a waiting call reports progress.
+	ProgressEvery time.Duration
 }
 
 // Service owns command requests. It is safe for concurrent use.
@@ -57,7 +59,7 @@ type Service struct {
 
 	mu      sync.Mutex // serialises state changes, so each step is audited before the next
 	subs    map[chan Event]struct{}
-	waiters map[string][]chan struct{}
+	waiters map[string][]chan Request
 	outputs map[string]*outputs // output of running commands, by request id
 }
 
@@ -72,8 +74,11 @@ func New(cfg Config, st store.Store, servers Servers, out Dispatcher, logger *sl
 	if cfg.Lost == 0 {
 		cfg.Lost = 2 * time.Minute
 	}
+	if cfg.ProgressEvery == 0 {
+		cfg.ProgressEvery = 5 * time.Second
+	}
 	return &Service{cfg: cfg, store: st, servers: servers, out: out, logger: logger,
-		subs: map[chan Event]struct{}{}, waiters: map[string][]chan struct{}{}, outputs: map[string]*outputs{}}
+		subs: map[chan Event]struct{}{}, waiters: map[string][]chan Request{}, outputs: map[string]*outputs{}}
 }
 
 // Submission is a run_command call.
@@ -106,25 +111,24 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (Request, error) {
 	}
 	info := s.servers.ServerInfo(sub.Server)
 	now := s.cfg.Now().UTC()
-	if n, err := s.pendingFor(ctx, sub.Token); err != nil {
-		return Request{}, err
-	} else if n >= MaxPendingPerToken {
-		return Request{}, fmt.Errorf("%d requests of this token are already waiting for a person: wait for them (wait_for_command) before asking for more", n)
-	}
 	r := Request{
 		ID: newID(), Server: sub.Server, Command: sub.Command, Reason: sub.Reason, TimeoutSeconds: sub.TimeoutSeconds,
 		Input: sub.Input, Risky: sub.Risky, Client: sub.Client, Token: sub.Token, RunAs: info.RunAs, Runbook: sub.Runbook,
 		Sudo:   info.RunAs != "root" && sudoWord.MatchString(sub.Command),
 		Status: StatusPending, CreatedAt: now, ExpiresAt: now.Add(s.cfg.Expiry),
 	}
+	// Counted under the lock the insert holds: parallel calls cannot all
+	// pass the count before any of them is stored.
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.audit(ctx, r.ID, "requested", "token:"+r.Token+" ("+r.Client+")", map[string]any{
-		"server": r.Server, "command": r.Command, "reason": r.Reason, "timeoutSeconds": r.TimeoutSeconds,
-		"risky": r.Risky, "input": r.Input, "runAs": r.RunAs, "runbook": r.Runbook}); err != nil {
+	if n, err := s.store.CountRequests(ctx, r.Token, string(StatusPending), now.Add(-s.cfg.Expiry)); err != nil {
 		return Request{}, err
+	} else if n >= MaxPendingPerToken {
+		return Request{}, fmt.Errorf("%d requests of this token are already waiting for a person (at most %d): wait for them with wait_for_command, or have them decided in the app, before asking for more", n, MaxPendingPerToken)
 	}
-	if err := s.save(ctx, r); err != nil {
+	if err := s.commit(ctx, r, step{name: "requested", actor: "token:" + r.Token + " (" + r.Client + ")", detail: map[string]any{
+		"server": r.Server, "command": r.Command, "reason": r.Reason, "timeoutSeconds": r.TimeoutSeconds,
+		"risky": r.Risky, "input": r.Input, "runAs": r.RunAs, "runbook": r.Runbook}}); err != nil {
 		return Request{}, err
 	}
 	s.publish(EventCreated, r)
@@ -175,17 +179,6 @@ func (s *Service) validate(sub Submission) error {
 // MaxPendingPerToken bounds the cards one token can have open, so that no
 // client can bury a request among many.
 const MaxPendingPerToken = 20
-
-func (s *Service) pendingFor(ctx context.Context, token string) (int, error) {
-	rs, err := s.list(ctx, 10000, string(StatusPending))
-	n := 0
-	for _, r := range rs {
-		if r.Token == token && s.cfg.Now().Before(r.ExpiresAt) {
-			n++
-		}
-	}
-	return n, err
-}
 
 func newID() string {
 	b := make([]byte, 10)
@@ -252,7 +245,7 @@ func (s *Service) MarkShown(ctx context.Context, id, approver string) {
 			return
 		}
 	}
-	if err := s.audit(ctx, id, "shown", "approver:"+approver, nil); err != nil {
+	if err := s.audit(ctx, id, step{name: "shown", actor: "approver:" + approver}); err != nil {
 		s.logger.Error("audit shown", "request", id, "err", err)
 	}
 }
@@ -266,10 +259,7 @@ func (s *Service) Deny(ctx context.Context, id, approver, note string) (Request,
 		return r, err
 	}
 	r.Status, r.DecidedAt, r.DecidedBy, r.Note = StatusDenied, s.cfg.Now().UTC(), approver, bound(note, maxReason)
-	if err := s.audit(ctx, id, "denied", "approver:"+approver, map[string]any{"note": r.Note}); err != nil {
-		return Request{}, err
-	}
-	if err := s.save(ctx, r); err != nil {
+	if err := s.commit(ctx, r, step{name: "denied", actor: "approver:" + approver, detail: map[string]any{"note": r.Note}}); err != nil {
 		return Request{}, err
 	}
 	s.publish(EventFinished, r)
@@ -292,10 +282,7 @@ func (s *Service) Approve(ctx context.Context, id, approver string, a Approval) 
 	now := s.cfg.Now().UTC()
 	r.Status, r.DecidedAt, r.DecidedBy, r.Note = StatusApproved, now, approver, bound(a.Note, maxReason)
 	r.InputGiven, r.SudoPasswordGiven = len(a.Input) > 0, len(a.SudoPassword) > 0
-	if err := s.audit(ctx, id, "approved", "approver:"+approver, map[string]any{"note": r.Note, "input": len(a.Input) > 0, "sudoPassword": len(a.SudoPassword) > 0}); err != nil {
-		return Request{}, err
-	}
-	if err := s.save(ctx, r); err != nil {
+	if err := s.commit(ctx, r, step{name: "approved", actor: "approver:" + approver, detail: map[string]any{"note": r.Note, "input": len(a.Input) > 0, "sudoPassword": len(a.SudoPassword) > 0}}); err != nil {
 		return Request{}, err
 	}
 	s.publish(EventDecided, r)
@@ -304,11 +291,6 @@ func (s *Service) Approve(ctx context.Context, id, approver string, a Approval) 
 
 // dispatch sends an approved request. Called with s.mu held.
 func (s *Service) dispatch(ctx context.Context, r Request, a Approval) (Request, error) {
-	if err := s.audit(ctx, r.ID, "dispatched", "coordinator", map[string]any{"server": r.Server}); err != nil {
-		// No audit row, no dispatch: the command does not run.
-		r = s.fail(ctx, r, "not dispatched: the audit log could not be written ("+err.Error()+")")
-		return r, fmt.Errorf("not dispatched: %w", err)
-	}
 	info := s.servers.ServerInfo(r.Server)
 	switch {
 	case !info.Online:
@@ -320,9 +302,11 @@ func (s *Service) dispatch(ctx context.Context, r Request, a Approval) (Request,
 	// the agent's journal (which lacks it) settles it as never received,
 	// rather than a record saying it never ran when it did.
 	r.Status, r.DispatchedAt = StatusDispatched, s.cfg.Now().UTC()
-	if err := s.save(ctx, r); err != nil {
+	if err := s.commit(ctx, r, step{name: "dispatched", actor: "coordinator", detail: map[string]any{"server": r.Server}}); err != nil {
+		// No audit row, no dispatch: the command does not run.
 		r.Status, r.DispatchedAt = StatusApproved, time.Time{}
-		return s.fail(ctx, r, "not dispatched: the request could not be saved ("+err.Error()+")"), nil
+		r = s.fail(ctx, r, "not dispatched: the audit log could not be written ("+err.Error()+")")
+		return r, fmt.Errorf("not dispatched: %w", err)
 	}
 	err := s.out.Send(r.Server, &gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_RunCommand{RunCommand: &gridcityv1.RunCommand{
 		RequestId: r.ID, Command: r.Command, TimeoutSeconds: uint32(r.TimeoutSeconds), RunAs: r.RunAs,
@@ -337,13 +321,10 @@ func (s *Service) dispatch(ctx context.Context, r Request, a Approval) (Request,
 }
 
 // fail ends a request as failed with detail, auditing it. Called with s.mu held.
-func (s *Service) fail(ctx context.Context, r Request, detail string) Request {
+func (s *Service) fail(ctx context.Context, r Request, detail string, missed ...step) Request {
 	r.Status, r.Detail, r.FinishedAt = StatusFailed, detail, s.cfg.Now().UTC()
-	if err := s.audit(ctx, r.ID, "failed", "coordinator", map[string]any{"detail": detail}); err != nil {
-		s.logger.Error("audit failed step", "request", r.ID, "err", err)
-	}
-	if err := s.save(ctx, r); err != nil {
-		s.logger.Error("save failed request", "request", r.ID, "err", err)
+	if err := s.commit(ctx, r, append(missed, step{name: "failed", actor: "coordinator", detail: map[string]any{"detail": detail}})...); err != nil {
+		s.logger.Error("record a failed request", "request", r.ID, "detail", detail, "err", err)
 	}
 	s.publish(EventFinished, r)
 	return r
@@ -371,10 +352,7 @@ func (s *Service) pending(ctx context.Context, id string) (Request, error) {
 func (s *Service) expire(ctx context.Context, r Request) (Request, error) {
 	r.Status, r.DecidedAt = StatusDenied, s.cfg.Now().UTC()
 	r.Note = fmt.Sprintf("nobody approved it within %s, so it was denied", s.cfg.Expiry)
-	if err := s.audit(ctx, r.ID, "expired", "coordinator", map[string]any{"note": r.Note}); err != nil {
-		return r, err
-	}
-	if err := s.save(ctx, r); err != nil {
+	if err := s.commit(ctx, r, step{name: "expired", actor: "coordinator", detail: map[string]any{"note": r.Note}}); err != nil {
 		return r, err
 	}
 	s.publish(EventFinished, r)
@@ -434,62 +412,66 @@ func (s *Service) Run(ctx context.Context) {
 	}
 }
 
-func (s *Service) finishUnknown(ctx context.Context, r Request, detail string) {
+func (s *Service) finishUnknown(ctx context.Context, r Request, detail string, missed ...step) {
 	r.Status, r.Detail, r.FinishedAt = StatusUnknown, detail, s.cfg.Now().UTC()
 	delete(s.outputs, r.ID)
-	if err := s.audit(ctx, r.ID, "unknown", "coordinator", map[string]any{"detail": detail}); err != nil {
-		s.logger.Error("audit unknown", "request", r.ID, "err", err)
-	}
-	if err := s.save(ctx, r); err != nil {
-		s.logger.Error("save unknown request", "request", r.ID, "err", err)
+	if err := s.commit(ctx, r, append(missed, step{name: "unknown", actor: "coordinator", detail: map[string]any{"detail": detail}})...); err != nil {
+		s.logger.Error("record a request as unknown", "request", r.ID, "err", err)
 	}
 	s.publish(EventFinished, r)
 }
 
-// Wait returns the request once it is terminal or d has passed. progress,
-// when set, is called when the wait begins and every few seconds after.
+// Wait returns the request once it is terminal or d has passed, whichever
+// comes first; a request still under way comes back in its last known
+// state, never as an error. It follows the request's own events (publish
+// hands each waiter the request as saved), so the store is read once, at
+// the start, and never with a context that the wait's own deadline has
+// ended. progress, when set, is called when the wait begins and every
+// Config.ProgressEvery after.
 func (s *Service) Wait(ctx context.Context, id string, d time.Duration, progress func(Request)) (Request, error) {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	tick := time.NewTicker(5 * time.Second)
-	defer tick.Stop()
-	first := progress != nil
+	// Registered before the read, so that a change in between is not missed.
+	ch := s.waiter(id)
+	defer s.dropWaiter(id, ch)
+	r, err := s.Get(ctx, id)
+	if err != nil || r.Status.Terminal() {
+		return r, err
+	}
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	var tick <-chan time.Time
+	if progress != nil {
+		progress(r)
+		t := time.NewTicker(s.cfg.ProgressEvery)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
-		if first {
-			if r, err := s.Get(ctx, id); err == nil && !r.Status.Terminal() {
-				progress(r)
-			}
-			first = false
-		}
-		ch := s.waiter(id)
-		r, err := s.Get(ctx, id)
-		if err != nil || r.Status.Terminal() {
-			s.dropWaiter(id, ch)
-			return r, err
-		}
 		select {
-		case <-ch:
-		case <-tick.C:
-			s.dropWaiter(id, ch)
-			if progress != nil {
-				progress(r)
+		case r = <-ch:
+			if r.Status.Terminal() {
+				return r, nil
 			}
-		case <-ctx.Done():
-			s.dropWaiter(id, ch)
+		case <-tick:
+			progress(r)
+		case <-deadline.C:
+			return r, nil
+		case <-ctx.Done(): // the caller went away; it gets what is known
 			return r, nil
 		}
 	}
 }
 
-func (s *Service) waiter(id string) chan struct{} {
+// waiter registers a channel that receives the request each time it
+// changes; it holds only the newest state.
+func (s *Service) waiter(id string) chan Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ch := make(chan struct{}, 1)
+	ch := make(chan Request, 1)
 	s.waiters[id] = append(s.waiters[id], ch)
 	return ch
 }
 
-func (s *Service) dropWaiter(id string, ch chan struct{}) {
+func (s *Service) dropWaiter(id string, ch chan Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ws := s.waiters[id]
@@ -526,30 +508,63 @@ func (s *Service) publish(kind EventKind, r Request) {
 		}
 	}
 	for _, w := range s.waiters[r.ID] {
+		// Only publish sends, under s.mu: once the stale state is taken
+		// out there is room for the new one.
 		select {
-		case w <- struct{}{}:
+		case <-w:
 		default:
 		}
+		w <- r
 	}
 }
 
-func (s *Service) save(ctx context.Context, r Request) error {
+// step is one audit row of a request's life.
+type step struct {
+	name, actor string
+	detail      any
+	at          time.Time // zero: now
+}
+
+func (s *Service) entry(id string, st step) (store.AuditEntry, error) {
+	b := []byte("{}")
+	if st.detail != nil {
+		var err error
+		if b, err = json.Marshal(st.detail); err != nil {
+			return store.AuditEntry{}, err
+		}
+	}
+	at := st.at
+	if at.IsZero() {
+		at = s.cfg.Now()
+	}
+	return store.AuditEntry{At: at.UTC(), RequestID: id, Step: st.name, Actor: st.actor, Detail: b}, nil
+}
+
+// commit saves r with the audit rows of the steps that brought it to its
+// state, in one store transaction: both or neither.
+func (s *Service) commit(ctx context.Context, r Request, steps ...step) error {
 	body, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	return s.store.SaveRequest(ctx, store.RequestRecord{ID: r.ID, Server: r.Server, Status: string(r.Status), CreatedAt: r.CreatedAt, Body: body})
-}
-
-func (s *Service) audit(ctx context.Context, id, step, actor string, detail any) error {
-	b := []byte("{}")
-	if detail != nil {
-		var err error
-		if b, err = json.Marshal(detail); err != nil {
+	entries := make([]store.AuditEntry, 0, len(steps))
+	for _, st := range steps {
+		e, err := s.entry(r.ID, st)
+		if err != nil {
 			return err
 		}
+		entries = append(entries, e)
 	}
-	return s.store.AppendAudit(ctx, store.AuditEntry{At: s.cfg.Now().UTC(), RequestID: id, Step: step, Actor: actor, Detail: b})
+	return s.store.SaveRequestAudited(ctx, store.RequestRecord{ID: r.ID, Server: r.Server, Token: r.Token, Status: string(r.Status), CreatedAt: r.CreatedAt, Body: body}, entries...)
+}
+
+// audit records a step that changes nothing in the request.
+func (s *Service) audit(ctx context.Context, id string, st step) error {
+	e, err := s.entry(id, st)
+	if err != nil {
+		return err
+	}
+	return s.store.AppendAudit(ctx, e)
 }
 
 func bound(s string, n int) string {

@@ -63,21 +63,37 @@ func (c *clock) add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// failingAudit makes audit writes fail on demand: a forced failure.
+// failingAudit makes audit writes of chosen steps fail on demand, with
+// the change they record: a forced failure.
 type failingAudit struct {
 	store.Store
 	mu   sync.Mutex
 	fail map[string]bool
 }
 
-func (f *failingAudit) AppendAudit(ctx context.Context, e store.AuditEntry) error {
+func (f *failingAudit) failing(steps ...store.AuditEntry) bool {
 	f.mu.Lock()
-	bad := f.fail[e.Step]
-	f.mu.Unlock()
-	if bad {
+	defer f.mu.Unlock()
+	for _, e := range steps {
+		if f.fail[e.Step] {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *failingAudit) AppendAudit(ctx context.Context, e store.AuditEntry) error {
+	if f.failing(e) {
 		return errors.New("disk full")
 	}
 	return f.Store.AppendAudit(ctx, e)
+}
+
+func (f *failingAudit) SaveRequestAudited(ctx context.Context, r store.RequestRecord, steps ...store.AuditEntry) error {
+	if f.failing(steps...) {
+		return errors.New("disk full")
+	}
+	return f.Store.SaveRequestAudited(ctx, r, steps...)
 }
 
 type env struct {
@@ -386,7 +402,9 @@ func TestCoordinatorRestart(t *testing.T) {
 	e.st.fail["dispatched"] = false
 	r, _ := e.svc.Get(ctx, approvedOnly.ID)
 	r.Status = StatusApproved
-	e.svc.save(ctx, r)
+	if err := e.svc.commit(ctx, r, step{name: "approved", actor: "approver:alice"}); err != nil {
+		t.Fatal(err)
+	}
 
 	e2 := newEnv(t, dir)
 	e2.clock.t = e.clock.now()

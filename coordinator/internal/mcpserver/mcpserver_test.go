@@ -40,6 +40,15 @@ type env struct {
 
 func newEnv(t *testing.T, guard GuardConfig) *env {
 	t.Helper()
+	return newEnvTimed(t, guard, timing{run: 300 * time.Millisecond, again: 5 * time.Second})
+}
+
+// timing is how long run_command and wait_for_command wait, and how often
+// a waiting call reports progress (0: the service's default).
+type timing struct{ run, again, progress time.Duration }
+
+func newEnvTimed(t *testing.T, guard GuardConfig, tm timing) *env {
+	t.Helper()
 	ctx := context.Background()
 	st, err := store.OpenSQLite(ctx, t.TempDir())
 	if err != nil {
@@ -55,7 +64,7 @@ func newEnv(t *testing.T, guard GuardConfig) *env {
 	if err := st.CreateToken(ctx, store.Token{Name: "tester", Scope: store.ScopeOperate, Hash: HashToken(tok), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	cmds := command.New(command.Config{}, st, f, nopDispatcher{}, logger)
+	cmds := command.New(command.Config{ProgressEvery: tm.progress}, st, f, nopDispatcher{}, logger)
 	cfg, err := config.Parse(strings.NewReader(testConfig), "test.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +72,7 @@ func newEnv(t *testing.T, guard GuardConfig) *env {
 	prober := resources.New(cfg, logger)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", Handler(Deps{Fleet: f, Store: st, Commands: cmds, Topology: topology.New(cfg, f, prober), Resources: prober, AppURL: "http://127.0.0.1:4600/", Logger: logger,
-		RunWait: 300 * time.Millisecond, WaitAgain: 5 * time.Second}, guard))
+		RunWait: tm.run, WaitAgain: tm.again}, guard))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return &env{st: st, cmds: cmds, fleet: f, srv: srv, token: tok}

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -85,9 +86,12 @@ func addRunCommand(s *mcp.Server, d Deps) {
 			return nil, CommandResult{}, err
 		}
 		d.Logger.Info("command requested", "request", r.ID, "server", r.Server, "token", r.Token, "client", r.Client)
-		r, err = d.Commands.Wait(ctx, r.ID, d.RunWait, progress(ctx, req, d.RunWait))
-		if err != nil {
-			return nil, CommandResult{}, err
+		// The request exists from here on: whatever the wait meets, the
+		// caller gets its id back, never an error that loses it.
+		if w, err := d.Commands.Wait(ctx, r.ID, d.RunWait, progress(ctx, req, d.RunWait)); err != nil {
+			d.Logger.Warn("run_command: answering with the request as submitted", "request", r.ID, "err", err)
+		} else {
+			r = w
 		}
 		return nil, resultOf(r, d.AppURL), nil
 	})
@@ -141,10 +145,10 @@ func resultOf(r command.Request, appURL string) CommandResult {
 	case command.StatusPending:
 		out.Status = "waiting"
 		out.ExpiresAt = rfc3339(r.ExpiresAt)
-		out.Next = "A person has to approve this in the gridcity app (" + appURL + "). Tell the user, then call wait_for_command with request_id " + r.ID + "."
+		out.Next = "A person has to approve this in the gridcity app (" + appURL + "). Tell the user, then call wait_for_command with " + waitArgs(r.ID) + "."
 	case command.StatusApproved, command.StatusDispatched, command.StatusRunning:
 		out.Status = "waiting"
-		out.Next = "Approved by " + r.DecidedBy + " and " + string(r.Status) + "; call wait_for_command with request_id " + r.ID + " for the result."
+		out.Next = "Approved by " + r.DecidedBy + " and " + string(r.Status) + "; call wait_for_command with " + waitArgs(r.ID) + " for the result."
 	case command.StatusDenied:
 		out.Status = "denied"
 		out.Next = "It did not run. Read the note; do not ask again unchanged."
@@ -165,6 +169,13 @@ func resultOf(r command.Request, appURL string) CommandResult {
 		}
 	}
 	return out
+}
+
+// waitArgs is wait_for_command's arguments for a request, spelled as its
+// input schema spells them.
+func waitArgs(id string) string {
+	b, _ := json.Marshal(WaitInput{RequestID: id})
+	return string(b)
 }
 
 // callerOf reads the token and client the guard verified.

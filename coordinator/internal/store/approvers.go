@@ -93,13 +93,37 @@ func (s *SQLite) DeleteSession(ctx context.Context, hash []byte) error {
 	return err
 }
 
-func (s *SQLite) SaveRequest(ctx context.Context, r RequestRecord) error {
-	_, err := s.w.ExecContext(ctx, `INSERT INTO requests(id, server, status, created_at, body) VALUES (?,?,?,?,?)
-		ON CONFLICT(id) DO UPDATE SET status = excluded.status, body = excluded.body`, r.ID, r.Server, r.Status, ms(r.CreatedAt), r.Body)
+func (s *SQLite) SaveRequestAudited(ctx context.Context, r RequestRecord, steps ...AuditEntry) error {
+	if len(steps) == 0 {
+		return fmt.Errorf("save request %s: no audit row records the change; every change of a request is audited", r.ID)
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("save request %s: %w", r.ID, err)
 	}
+	defer tx.Rollback()
+	for _, e := range steps {
+		if err := appendAudit(ctx, tx, e); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO requests(id, server, token, status, created_at, body) VALUES (?,?,?,?,?,?)
+		ON CONFLICT(id) DO UPDATE SET status = excluded.status, body = excluded.body`, r.ID, r.Server, r.Token, r.Status, ms(r.CreatedAt), r.Body); err != nil {
+		return fmt.Errorf("save request %s (%s): %w", r.ID, steps[len(steps)-1].Step, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("save request %s (%s): %w", r.ID, steps[len(steps)-1].Step, err)
+	}
 	return nil
+}
+
+func (s *SQLite) CountRequests(ctx context.Context, token, status string, since time.Time) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM requests WHERE token = ? AND status = ? AND created_at > ?`, token, status, ms(since)).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count requests of token %q: %w", token, err)
+	}
+	return n, nil
 }
 
 func (s *SQLite) Request(ctx context.Context, id string) (RequestRecord, error) {
@@ -143,7 +167,16 @@ func (s *SQLite) Requests(ctx context.Context, limit int, statuses ...string) ([
 }
 
 func (s *SQLite) AppendAudit(ctx context.Context, e AuditEntry) error {
-	if _, err := s.w.ExecContext(ctx, `INSERT INTO audit(at, request_id, step, actor, detail) VALUES (?,?,?,?,?)`, ms(e.At), e.RequestID, e.Step, e.Actor, e.Detail); err != nil {
+	return appendAudit(ctx, s.w, e)
+}
+
+// execer is a connection or a transaction.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+func appendAudit(ctx context.Context, db execer, e AuditEntry) error {
+	if _, err := db.ExecContext(ctx, `INSERT INTO audit(at, request_id, step, actor, detail) VALUES (?,?,?,?,?)`, ms(e.At), e.RequestID, e.Step, e.Actor, e.Detail); err != nil {
 		return fmt.Errorf("write audit row (%s %s): %w", e.Step, e.RequestID, err)
 	}
 	return nil

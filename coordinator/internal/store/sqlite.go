@@ -141,6 +141,11 @@ var migrations = []string{
 	// again with the same key (its first answer was lost) is told apart
 	// from another agent taking its name.
 	`ALTER TABLE agents ADD COLUMN key_sha256 BLOB NOT NULL DEFAULT x'';`,
+	// 6: each request's MCP token, so that a token's pending requests are
+	// counted by the index instead of decoding every request's body.
+	`ALTER TABLE requests ADD COLUMN token TEXT NOT NULL DEFAULT '';
+	UPDATE requests SET token = COALESCE(json_extract(CAST(body AS TEXT), '$.token'), '') WHERE json_valid(CAST(body AS TEXT));
+	CREATE INDEX requests_token_status ON requests(token, status, created_at);`,
 }
 
 // OpenSQLite opens (creating if needed) the store at dir/gridcity.db.

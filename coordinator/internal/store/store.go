@@ -77,13 +77,21 @@ type Store interface {
 	SessionByHash(ctx context.Context, hash []byte, now time.Time) (Session, error)
 	DeleteSession(ctx context.Context, hash []byte) error
 
-	// SaveRequest upserts a command request (body is its JSON).
-	SaveRequest(ctx context.Context, r RequestRecord) error
+	// SaveRequestAudited upserts a command request (body is its JSON) and
+	// appends the audit rows that record its change, in one transaction:
+	// both are committed or neither is, so the audit never tells of a step
+	// the request did not take, nor the request of one the audit lacks. At
+	// least one row is required.
+	SaveRequestAudited(ctx context.Context, r RequestRecord, steps ...AuditEntry) error
 	Request(ctx context.Context, id string) (RequestRecord, error)
 	// Requests lists requests with one of the statuses (all when none are
 	// given), newest first, at most limit.
 	Requests(ctx context.Context, limit int, statuses ...string) ([]RequestRecord, error)
-	// AppendAudit writes one audit row; callers stop when it fails.
+	// CountRequests counts the requests of one MCP token in one status
+	// created after since.
+	CountRequests(ctx context.Context, token, status string, since time.Time) (int, error)
+	// AppendAudit writes one audit row for a step that changes nothing
+	// else (a card shown, a command accepted); callers stop when it fails.
 	AppendAudit(ctx context.Context, e AuditEntry) error
 	// Audit lists audit rows in order, for one request when requestID is set.
 	Audit(ctx context.Context, requestID string, limit int) ([]AuditEntry, error)
@@ -143,6 +151,7 @@ type Session struct {
 type RequestRecord struct {
 	ID        string
 	Server    string
+	Token     string // the MCP token's name
 	Status    string
 	CreatedAt time.Time
 	Body      []byte

@@ -174,6 +174,8 @@ func TestSessionsFromBeforeTheHeader(t *testing.T) {
 		`INSERT INTO sessions VALUES (x'0102', 'alice', 0, 99999999999999)`,
 		// The version-1 agents table, which a later migration alters.
 		`CREATE TABLE agents (name TEXT PRIMARY KEY, serial TEXT NOT NULL, enrolled_at INTEGER NOT NULL, revoked_at INTEGER NOT NULL DEFAULT 0)`,
+		// The version-2 requests table, which a later migration alters.
+		`CREATE TABLE requests (id TEXT PRIMARY KEY, server TEXT NOT NULL, status TEXT NOT NULL, created_at INTEGER NOT NULL, body BLOB NOT NULL)`,
 	} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatal(err)
