@@ -290,7 +290,7 @@ func TestStreamRefusals(t *testing.T) {
 		}
 		s.Send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_State{State: &gridcityv1.StateUpdate{Full: true, Listeners: &gridcityv1.Listeners{Items: items}}}})
 		_, err := s.Recv()
-		wantCode(t, err, codes.InvalidArgument, "4097 listeners")
+		wantCode(t, err, codes.InvalidArgument, "state.listeners has 4097 items")
 	})
 	t.Run("oversized message", func(t *testing.T) {
 		s := connect(t, h.dial(web1))
