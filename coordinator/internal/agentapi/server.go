@@ -26,6 +26,7 @@ import (
 
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
 	"github.com/gridcity/gridcity/coordinator/internal/pki"
+	"github.com/gridcity/gridcity/coordinator/internal/statecheck"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -350,7 +351,7 @@ func (s *Server) Connect(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage
 func (s *Server) handle(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage, gridcityv1.CoordinatorMessage], name string, id uint64, m *gridcityv1.AgentMessage) error {
 	switch b := m.Body.(type) {
 	case *gridcityv1.AgentMessage_State:
-		if err := ValidateState(b.State, s.now()); err != nil {
+		if err := statecheck.State(b.State, s.now()); err != nil {
 			return s.refuse(name, "state update", err)
 		}
 		s.fleet.Apply(name, id, b.State)
@@ -379,7 +380,7 @@ func (s *Server) handle(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage,
 			return stream.Send(&gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_JournalAck{JournalAck: &gridcityv1.JournalAck{Forget: []string{b.CommandEvent.GetRequestId()}}}})
 		}
 	case *gridcityv1.AgentMessage_ProbeResult:
-		if err := ValidateProbeResult(b.ProbeResult, s.now()); err != nil {
+		if err := statecheck.ProbeResult(b.ProbeResult, s.now()); err != nil {
 			return s.refuse(name, "probe result", err)
 		}
 		s.fleet.Touch(name, id)

@@ -1,29 +1,27 @@
-package agentapi
+// Package statecheck checks what an agent sends before the coordinator
+// keeps it: one value that JSON cannot carry (NaN, ±Inf) would fail every
+// answer that shows the fleet, and an impossible one (a negative size, 300 %
+// busy, a clock an hour ahead) would mislead whoever reads it. Each state
+// section has its own table of numeric fields, each field a rule for its
+// class of value, so that a field added to the proto without a rule fails
+// TestEveryNumericFieldHasARule. The agent API refuses an update with a bad
+// value whole; the fleet repairs a stored state that fails (see Repair).
+package statecheck
 
 import (
 	"fmt"
 	"math"
 	"net"
 	"strconv"
-	"sync"
 	"time"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 )
 
-// What an agent sends is checked before the fleet sees it: one value that
-// JSON cannot carry (NaN, ±Inf) would fail every answer that shows the
-// fleet, and an impossible one (a negative size, 300 % busy, a clock an hour
-// ahead) would mislead whoever reads it. Each state section has its own
-// table of numeric fields, each field a rule for its class of value, so that
-// a field added to the proto without a rule fails TestEveryNumericFieldHasARule.
-// An update with any bad value is refused whole; the agent's earlier state
-// stays.
-
 // Limits on what one state update may hold. They are far above any real
 // host and keep a broken or hostile agent from filling the coordinator.
 const (
-	maxItems  = 4096
+	MaxItems  = 4096
 	maxString = 1024
 	// maxUsers bounds the user names of one login source (the agent sends 16).
 	maxUsers = 64
@@ -373,8 +371,8 @@ func strs(path string, fields ...string) error {
 
 // items checks a list's length and then each item.
 func items[M any](path string, list []M, each func(path string, m M) error) error {
-	if len(list) > maxItems {
-		return fmt.Errorf("%s has %d items; at most %d are accepted", path, len(list), maxItems)
+	if len(list) > MaxItems {
+		return fmt.Errorf("%s has %d items; at most %d are accepted", path, len(list), MaxItems)
 	}
 	for i, m := range list {
 		if err := each(fmt.Sprintf("%s[%d]", path, i), m); err != nil {
@@ -510,36 +508,62 @@ func validateDefenses(path string, d *gridcityv1.Defenses, _ time.Time) error {
 	return items(path+".sshd.files", s.GetFiles(), func(p, f string) error { return strs(p, "", f) })
 }
 
-// ValidateState checks every section a state update carries against now,
-// the coordinator's clock, and returns the first bad value: an
-// *InvalidValue naming the field (state.disks[2].usedBytes), its value and
-// what is wrong, or an error saying which list is too long. Sections the
-// update does not carry are not looked at.
-func ValidateState(u *gridcityv1.StateUpdate, now time.Time) error {
+// sections are the state's sections by their JSON names, each with its
+// validator; TestEverySectionIsChecked keeps the list whole.
+var sections = []struct {
+	name  string
+	check func(path string, u *gridcityv1.StateUpdate, now time.Time) error
+}{
+	{"host", func(p string, u *gridcityv1.StateUpdate, now time.Time) error {
+		return validateHost(p, u.GetHost(), now)
+	}},
+	{"cpu", func(p string, u *gridcityv1.StateUpdate, now time.Time) error { return validateCPU(p, u.GetCpu(), now) }},
+	{"memory", func(p string, u *gridcityv1.StateUpdate, now time.Time) error {
+		return validateMemory(p, u.GetMemory(), now)
+	}},
+	{"disks", func(p string, u *gridcityv1.StateUpdate, now time.Time) error {
+		return validateDisks(p, u.GetDisks(), now)
+	}},
+	{"listeners", func(p string, u *gridcityv1.StateUpdate, now time.Time) error {
+		return validateListeners(p, u.GetListeners(), now)
+	}},
+	{"connections", func(p string, u *gridcityv1.StateUpdate, now time.Time) error {
+		return validateConnections(p, u.GetConnections(), now)
+	}},
+	{"failedUnits", func(p string, u *gridcityv1.StateUpdate, now time.Time) error {
+		return validateUnits(p, u.GetFailedUnits(), now)
+	}},
+	{"containers", func(p string, u *gridcityv1.StateUpdate, now time.Time) error {
+		return validateContainers(p, u.GetContainers(), now)
+	}},
+	{"updates", func(p string, u *gridcityv1.StateUpdate, now time.Time) error {
+		return validateUpdates(p, u.GetUpdates(), now)
+	}},
+	{"gaps", func(p string, u *gridcityv1.StateUpdate, now time.Time) error {
+		return validateGaps(p, u.GetGaps(), now)
+	}},
+	{"logins", func(p string, u *gridcityv1.StateUpdate, now time.Time) error {
+		return validateLogins(p, u.GetLogins(), now)
+	}},
+	{"defenses", func(p string, u *gridcityv1.StateUpdate, now time.Time) error {
+		return validateDefenses(p, u.GetDefenses(), now)
+	}},
+}
+
+// State checks every section a state update carries against now, the
+// coordinator's clock, and returns the first bad value: an *InvalidValue
+// naming the field (state.disks[2].usedBytes), its value and what is
+// wrong, or an error saying which list is too long. Sections the update
+// does not carry are not looked at.
+func State(u *gridcityv1.StateUpdate, now time.Time) error {
 	if err := stateTable.check("state", u, now); err != nil {
 		return err
 	}
-	type sectionCheck struct {
-		name  string
-		set   bool
-		check func(path string, now time.Time) error
-	}
-	for _, s := range []sectionCheck{
-		{"host", u.Host != nil, func(p string, now time.Time) error { return validateHost(p, u.Host, now) }},
-		{"cpu", u.Cpu != nil, func(p string, now time.Time) error { return validateCPU(p, u.Cpu, now) }},
-		{"memory", u.Memory != nil, func(p string, now time.Time) error { return validateMemory(p, u.Memory, now) }},
-		{"disks", u.Disks != nil, func(p string, now time.Time) error { return validateDisks(p, u.Disks, now) }},
-		{"listeners", u.Listeners != nil, func(p string, now time.Time) error { return validateListeners(p, u.Listeners, now) }},
-		{"connections", u.Connections != nil, func(p string, now time.Time) error { return validateConnections(p, u.Connections, now) }},
-		{"failedUnits", u.FailedUnits != nil, func(p string, now time.Time) error { return validateUnits(p, u.FailedUnits, now) }},
-		{"containers", u.Containers != nil, func(p string, now time.Time) error { return validateContainers(p, u.Containers, now) }},
-		{"updates", u.Updates != nil, func(p string, now time.Time) error { return validateUpdates(p, u.Updates, now) }},
-		{"gaps", u.Gaps != nil, func(p string, now time.Time) error { return validateGaps(p, u.Gaps, now) }},
-		{"logins", u.Logins != nil, func(p string, now time.Time) error { return validateLogins(p, u.Logins, now) }},
-		{"defenses", u.Defenses != nil, func(p string, now time.Time) error { return validateDefenses(p, u.Defenses, now) }},
-	} {
-		if s.set {
-			if err := s.check("state."+s.name, now); err != nil {
+	m := u.ProtoReflect()
+	fields := m.Descriptor().Fields()
+	for _, s := range sections {
+		if m.Has(fields.ByJSONName(s.name)) {
+			if err := s.check("state."+s.name, u, now); err != nil {
 				return err
 			}
 		}
@@ -547,12 +571,37 @@ func ValidateState(u *gridcityv1.StateUpdate, now time.Time) error {
 	return nil
 }
 
+// Repair clears what State would refuse in a state kept from before (the
+// store of an older coordinator that did not check): each section with a
+// bad value, and a bad collection time. It returns what it found, one error
+// per thing cleared; the agent sends the sections again when it connects.
+func Repair(u *gridcityv1.StateUpdate, now time.Time) []error {
+	var found []error
+	if err := stateTable.check("state", u, now); err != nil {
+		u.CollectedUnixMs = 0
+		found = append(found, err)
+	}
+	m := u.ProtoReflect()
+	fields := m.Descriptor().Fields()
+	for _, s := range sections {
+		fd := fields.ByJSONName(s.name)
+		if !m.Has(fd) {
+			continue
+		}
+		if err := s.check("state."+s.name, u, now); err != nil {
+			m.Clear(fd)
+			found = append(found, err)
+		}
+	}
+	return found
+}
+
 // maxMetrics bounds the metrics of one probe result.
 const maxMetrics = 64
 
-// ValidateProbeResult checks the numbers of a probe result as ValidateState
+// ProbeResult checks the numbers of a probe result as State
 // checks a state's: its metrics reach list_resources and diagnose as JSON.
-func ValidateProbeResult(r *gridcityv1.ProbeResult, now time.Time) error {
+func ProbeResult(r *gridcityv1.ProbeResult, now time.Time) error {
 	if err := probeResultTable.check("probeResult", r, now); err != nil {
 		return err
 	}
@@ -565,53 +614,4 @@ func ValidateProbeResult(r *gridcityv1.ProbeResult, now time.Time) error {
 		}
 	}
 	return strs("probeResult", "probeId", r.GetProbeId(), "resourceId", r.GetResourceId(), "status", r.GetStatus())
-}
-
-func validateHello(h *gridcityv1.Hello) error {
-	for _, f := range []struct {
-		name, v string
-		max     int
-	}{{"agent_version", h.GetAgentVersion(), 64}, {"run_as", h.GetRunAs(), 64}, {"district", h.GetDistrict(), 128}} {
-		if len(f.v) > f.max {
-			return fmt.Errorf("%s is %d bytes; at most %d", f.name, len(f.v), f.max)
-		}
-	}
-	if len(h.GetCapabilities()) > 32 {
-		return fmt.Errorf("%d capabilities; at most 32", len(h.GetCapabilities()))
-	}
-	return nil
-}
-
-// refusalLogEvery is how often a server's refusals are logged: an agent that
-// keeps sending a bad value reconnects with its backoff and is refused each
-// time; one line a minute says so.
-const refusalLogEvery = time.Minute
-
-// refusals rate-limits the log of refused messages, per server.
-type refusals struct {
-	mu   sync.Mutex
-	last map[string]refusalMark
-}
-
-type refusalMark struct {
-	at    time.Time
-	quiet int // refused since the last line
-}
-
-// due reports whether a refusal of name at now is to be logged, and how
-// many went unlogged before it.
-func (r *refusals) due(name string, now time.Time) (int, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.last == nil {
-		r.last = map[string]refusalMark{}
-	}
-	m, seen := r.last[name]
-	if seen && now.Sub(m.at) < refusalLogEvery {
-		m.quiet++
-		r.last[name] = m
-		return 0, false
-	}
-	r.last[name] = refusalMark{at: now}
-	return m.quiet, true
 }

@@ -1,4 +1,4 @@
-package agentapi
+package statecheck
 
 import (
 	"encoding/json"
@@ -9,8 +9,6 @@ import (
 	"time"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -53,16 +51,16 @@ func TestValidStatePasses(t *testing.T) {
 		"zeros are unknown, not wrong": {Cpu: &gridcityv1.CPU{}, Memory: &gridcityv1.Memory{}, Disks: &gridcityv1.Disks{Items: []*gridcityv1.Disk{{}}},
 			FailedUnits: &gridcityv1.Units{Items: []*gridcityv1.Unit{{}}}, Updates: &gridcityv1.Updates{}, Host: &gridcityv1.HostInfo{}},
 	} {
-		if err := ValidateState(u, validNow); err != nil {
-			t.Errorf("%s: ValidateState = %v; want nil", name, err)
+		if err := State(u, validNow); err != nil {
+			t.Errorf("%s: State = %v; want nil", name, err)
 		}
 	}
 }
 
-// TestValidateStateRefuses has a case for every class of value in every
+// TestStateRefuses has a case for every class of value in every
 // section: non-finite, out of its range, out of order with another field,
 // in the future or absurdly old, too long, too many.
-func TestValidateStateRefuses(t *testing.T) {
+func TestStateRefuses(t *testing.T) {
 	minus5 := uint64(math.MaxUint64 - 4) // -5 sent as an unsigned varint
 	now := validNow.Unix()
 	cases := []struct {
@@ -107,7 +105,7 @@ func TestValidateStateRefuses(t *testing.T) {
 		{"long string", func(u *gridcityv1.StateUpdate) { u.Disks.Items[1].Mount = strings.Repeat("m", maxString+1) }, "state.disks[1].mount = (1025 bytes): longer than 1024 bytes"},
 		{"long list item", func(u *gridcityv1.StateUpdate) { u.Defenses.Sshd.Files = []string{strings.Repeat("f", maxString+1)} }, "state.defenses.sshd.files[0] = (1025 bytes)"},
 		{"too many", func(u *gridcityv1.StateUpdate) {
-			u.Gaps.Items = make([]*gridcityv1.Gap, maxItems+1)
+			u.Gaps.Items = make([]*gridcityv1.Gap, MaxItems+1)
 		}, "state.gaps has 4097 items; at most 4096"},
 		{"too many users", func(u *gridcityv1.StateUpdate) { u.Logins.Sources[0].Users = make([]string, maxUsers+1) }, "state.logins.sources[0].users has 65 items"},
 	}
@@ -115,9 +113,9 @@ func TestValidateStateRefuses(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			u := goodState()
 			c.mutate(u)
-			err := ValidateState(u, validNow)
+			err := State(u, validNow)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("ValidateState = %v; want an error containing %q", err, c.want)
+				t.Errorf("State = %v; want an error containing %q", err, c.want)
 			}
 		})
 	}
@@ -125,12 +123,12 @@ func TestValidateStateRefuses(t *testing.T) {
 
 func itoa(n int64) string { return number{kind: 'i', i: n}.String() }
 
-func TestValidateProbeResult(t *testing.T) {
+func TestProbeResult(t *testing.T) {
 	good := func() *gridcityv1.ProbeResult {
 		return &gridcityv1.ProbeResult{ProbeId: "db", ResourceId: "db", Status: "ok", LatencyUs: 1500, CheckedUnixMs: validNow.UnixMilli(),
 			Metrics: map[string]float64{"status_code": 200, "days_left": -3}, TlsNotAfterUnix: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC).Unix()}
 	}
-	if err := ValidateProbeResult(good(), validNow); err != nil {
+	if err := ProbeResult(good(), validNow); err != nil {
 		t.Fatalf("good result refused: %v", err)
 	}
 	for _, c := range []struct {
@@ -146,8 +144,8 @@ func TestValidateProbeResult(t *testing.T) {
 	} {
 		r := good()
 		c.mutate(r)
-		if err := ValidateProbeResult(r, validNow); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: ValidateProbeResult = %v; want an error containing %q", c.name, err, c.want)
+		if err := ProbeResult(r, validNow); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: ProbeResult = %v; want an error containing %q", c.name, err, c.want)
 		}
 	}
 }
@@ -169,7 +167,7 @@ func TestEveryNumericFieldHasARule(t *testing.T) {
 		"gridcity.v1.AuthSource":  authSourceTable.names(),
 		"gridcity.v1.ProbeResult": probeResultTable.names(),
 	}
-	// Checked outside the tables, by ValidateProbeResult.
+	// Checked outside the tables, by ProbeResult.
 	elsewhere := map[protoreflect.FullName]bool{"gridcity.v1.ProbeResult.metrics": true}
 	seen := map[protoreflect.FullName]bool{}
 	var walk func(md protoreflect.MessageDescriptor)
@@ -206,10 +204,10 @@ func TestEveryNumericFieldHasARule(t *testing.T) {
 	}
 }
 
-// FuzzValidateState: whatever bytes arrive, the validator does not panic,
+// FuzzState: whatever bytes arrive, the validator does not panic,
 // and what it accepts can be encoded as JSON (what every answer about the
 // fleet does with it).
-func FuzzValidateState(f *testing.F) {
+func FuzzState(f *testing.F) {
 	for _, u := range []*gridcityv1.StateUpdate{goodState(), {Cpu: &gridcityv1.CPU{BusyPercent: math.NaN()}}, {Disks: &gridcityv1.Disks{Items: []*gridcityv1.Disk{{UsedPercent: math.Inf(1)}}}}} {
 		b, err := proto.Marshal(u)
 		if err != nil {
@@ -222,7 +220,7 @@ func FuzzValidateState(f *testing.F) {
 		if proto.Unmarshal(b, &u) != nil {
 			return
 		}
-		if ValidateState(&u, validNow) != nil {
+		if State(&u, validNow) != nil {
 			return
 		}
 		if _, err := json.Marshal(&u); err != nil {
@@ -231,14 +229,14 @@ func FuzzValidateState(f *testing.F) {
 	})
 }
 
-func FuzzValidateProbeResult(f *testing.F) {
+func FuzzProbeResult(f *testing.F) {
 	for _, r := range []*gridcityv1.ProbeResult{{Metrics: map[string]float64{"a": 1}}, {Metrics: map[string]float64{"a": math.NaN()}}} {
 		b, _ := proto.Marshal(r)
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r gridcityv1.ProbeResult
-		if proto.Unmarshal(b, &r) != nil || ValidateProbeResult(&r, validNow) != nil {
+		if proto.Unmarshal(b, &r) != nil || ProbeResult(&r, validNow) != nil {
 			return
 		}
 		if _, err := json.Marshal(&r); err != nil {
@@ -247,54 +245,48 @@ func FuzzValidateProbeResult(f *testing.F) {
 	})
 }
 
-// TestBadStateRefusedEarlierStateStays: a state with NaN ends the stream
-// with InvalidArgument naming the field; the fleet keeps the good state it
-// had, and so does a probe result with a NaN metric.
-func TestBadStateRefusedEarlierStateStays(t *testing.T) {
-	h := newHarness(t, nil)
-	cert := h.mustEnroll("web-1")
-	open := func() grpc.BidiStreamingClient[gridcityv1.AgentMessage, gridcityv1.CoordinatorMessage] {
-		s := connect(t, h.dial(cert))
-		if err := s.Send(hello("web-1")); err != nil {
-			t.Fatal(err)
+// TestEverySectionIsChecked: a section added to StateUpdate without a
+// validator in sections fails here.
+func TestEverySectionIsChecked(t *testing.T) {
+	fields := (&gridcityv1.StateUpdate{}).ProtoReflect().Descriptor().Fields()
+	var names []string
+	for _, s := range sections {
+		if fields.ByJSONName(s.name) == nil {
+			t.Errorf("section %q is not a field of StateUpdate", s.name)
 		}
-		if m, err := s.Recv(); err != nil || m.GetSettings() == nil {
-			t.Fatalf("got %v, %v; want settings first", m, err)
+		names = append(names, s.name)
+	}
+	for i := range fields.Len() {
+		if fd := fields.Get(i); fd.Kind() == protoreflect.MessageKind && !slices.Contains(names, fd.JSONName()) {
+			t.Errorf("section %s has no validator: add it to sections in statecheck.go", fd.JSONName())
 		}
-		return s
 	}
-	s := open()
-	good := &gridcityv1.StateUpdate{Full: true, CollectedUnixMs: time.Now().UnixMilli(), Cpu: &gridcityv1.CPU{Cores: 4, BusyPercent: 12.5, Load1: 0.5}}
-	s.Send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_State{State: good}})
-	s.Send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_State{State: &gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 4, BusyPercent: 50, Load1: math.NaN()}}}})
-	_, err := s.Recv()
-	wantCode(t, err, codes.InvalidArgument, "state update from web-1 refused, nothing of it was applied: state.cpu.load1 = NaN: not a number")
-	srv, _ := h.fleet.Server("web-1")
-	if got := srv.State.GetCpu(); got.GetBusyPercent() != 12.5 || got.GetLoad1() != 0.5 {
-		t.Errorf("cpu = %v; want the earlier good state (12.5 %%, load 0.5)", got)
-	}
-
-	s = open()
-	s.Send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_ProbeResult{ProbeResult: &gridcityv1.ProbeResult{ProbeId: "x", Metrics: map[string]float64{"days_left": math.Inf(1)}}}})
-	_, err = s.Recv()
-	wantCode(t, err, codes.InvalidArgument, `probe result from web-1 refused, nothing of it was applied: probeResult.metrics["days_left"] = +Inf`)
 }
 
-func TestRefusalsLogOncePerMinute(t *testing.T) {
-	var r refusals
-	t0 := validNow
-	if _, ok := r.due("web-1", t0); !ok {
-		t.Fatal("first refusal not logged")
+func TestRepairClearsOnlyTheBadSections(t *testing.T) {
+	u := goodState()
+	u.Cpu.Load1 = math.NaN()
+	u.Disks.Items[1].UsedPercent = math.Inf(1)
+	u.CollectedUnixMs = validNow.Add(time.Hour).UnixMilli()
+	found := Repair(u, validNow)
+	if len(found) != 3 {
+		t.Fatalf("Repair found %v; want the collection time, cpu and disks", found)
 	}
-	for i := range 5 {
-		if _, ok := r.due("web-1", t0.Add(time.Duration(i)*time.Second)); ok {
-			t.Fatalf("refusal %d within the minute logged again", i)
+	for i, want := range []string{"state.collectedUnixMs", "state.cpu.load1 = NaN", "state.disks[1].usedPercent = +Inf"} {
+		if !strings.Contains(found[i].Error(), want) {
+			t.Errorf("found[%d] = %v; want it to name %q", i, found[i], want)
 		}
 	}
-	if _, ok := r.due("db-1", t0); !ok {
-		t.Error("another server's first refusal not logged")
+	if u.Cpu != nil || u.Disks != nil || u.CollectedUnixMs != 0 {
+		t.Errorf("after Repair cpu = %v, disks = %v, collected = %d; want them cleared", u.Cpu, u.Disks, u.CollectedUnixMs)
 	}
-	if n, ok := r.due("web-1", t0.Add(time.Minute)); !ok || n != 5 {
-		t.Errorf("after a minute: due = %d, %v; want 5 unlogged, true", n, ok)
+	if u.Memory.GetTotalBytes() != 8<<30 || u.Host.GetHostname() != "web-1" {
+		t.Errorf("Repair cleared good sections: memory %v host %v", u.Memory, u.Host)
+	}
+	if err := State(u, validNow); err != nil {
+		t.Errorf("repaired state still refused: %v", err)
+	}
+	if found := Repair(goodState(), validNow); found != nil {
+		t.Errorf("Repair of a good state found %v", found)
 	}
 }
