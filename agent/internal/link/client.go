@@ -83,21 +83,44 @@ func (c *Client) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if s, ok := status.FromError(err); ok && (s.Code() == codes.PermissionDenied || s.Code() == codes.Unauthenticated) {
+		s, _ := status.FromError(err)
+		if s.Code() == codes.PermissionDenied || s.Code() == codes.Unauthenticated {
 			return &PermanentError{Err: fmt.Errorf("the coordinator at %s refused this agent: %s", c.id.Coordinator, s.Message())}
 		}
-		if time.Since(start) > time.Minute {
+		refused := s.Code() == codes.InvalidArgument
+		if time.Since(start) > time.Minute && !refused {
 			attempt = 0 // it was a working connection; start the backoff over
 		}
 		d := Backoff(attempt, c.opts.BackoffBase, c.opts.BackoffMax)
 		attempt++
-		c.logger.Warn("no connection to the coordinator; retrying", "coordinator", c.id.Coordinator, "err", err, "in", d.Round(time.Millisecond))
+		if refused {
+			// The coordinator refused something this agent sent (a value
+			// out of range, a list too long) and kept its earlier state.
+			// Sending the same again would be refused again: the state is
+			// collected afresh for the next stream, and the backoff keeps
+			// growing so that a value that stays bad costs a stream a
+			// minute, not a loop.
+			c.forgetState()
+			c.logger.Error("the coordinator refused what this agent sent; reconnecting with freshly collected state. "+
+				"A value out of range usually means the host's clock is off (check NTP) or a collector misread the host: report it with this line",
+				"coordinator", c.id.Coordinator, "refusal", s.Message(), "in", d.Round(time.Millisecond))
+		} else {
+			c.logger.Warn("no connection to the coordinator; retrying", "coordinator", c.id.Coordinator, "err", err, "in", d.Round(time.Millisecond))
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(d):
 		}
 	}
+}
+
+// forgetState drops the remembered state, so that the next stream opens
+// with a full collection rather than what the coordinator refused.
+func (c *Client) forgetState() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.state = nil
 }
 
 // Backoff is the delay before reconnect attempt n: exponential from base,
