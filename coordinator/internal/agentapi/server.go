@@ -341,7 +341,11 @@ func (s *Server) Connect(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage
 		case m := <-in:
 			idle.Reset(s.cfg.IdleTimeout)
 			if err := s.handle(stream, name, id, m); err != nil {
-				log.Warn("agent message refused", "err", err)
+				// A refusal was logged by refuse, once a minute at most;
+				// anything else is a send that failed.
+				if status.Code(err) != codes.InvalidArgument {
+					log.Warn("agent stream ended while answering it", "err", err)
+				}
 				return err
 			}
 		}
@@ -359,9 +363,9 @@ func (s *Server) handle(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage,
 		s.fleet.Touch(name, id)
 		return stream.Send(&gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_Heartbeat{Heartbeat: &gridcityv1.Heartbeat{SentUnixMs: s.now().UnixMilli()}}})
 	case *gridcityv1.AgentMessage_Hello:
-		return status.Error(codes.InvalidArgument, "hello sent twice on one stream")
+		return s.refuse(name, "message", errors.New("hello sent twice on one stream"))
 	case nil:
-		return status.Error(codes.InvalidArgument, "empty message: the agent and coordinator versions may not match")
+		return s.refuse(name, "message", errors.New("empty message: the agent and coordinator versions may not match"))
 	case *gridcityv1.AgentMessage_CommandEvent:
 		s.fleet.Touch(name, id)
 		c := s.commandSink()
