@@ -3,6 +3,7 @@ package statecheck
 import (
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,8 @@ import (
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/gridcity/gridcity/coordinator/internal/simfleet"
 )
 
 // validNow is the coordinator's clock in these tests.
@@ -288,5 +291,16 @@ func TestRepairClearsOnlyTheBadSections(t *testing.T) {
 	}
 	if found := Repair(goodState(), validNow); found != nil {
 		t.Errorf("Repair of a good state found %v", found)
+	}
+}
+
+// TestSimulatedFleetPasses: the simulated agents of gridcity-bench and the
+// tools' benchmarks send states the coordinator accepts.
+func TestSimulatedFleetPasses(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 300 {
+		if err := State(simfleet.State(i, 300, rng, validNow), validNow); err != nil {
+			t.Fatalf("simulated server %d refused: %v", i, err)
+		}
 	}
 }
