@@ -161,6 +161,17 @@ func TestHostileAgentCannotBreakTheFleetView(t *testing.T) {
 		}
 	}
 	check("after the refusals")
+	m, err := c.servers(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var said bool
+	for _, g := range m["hostile-1"].Gaps {
+		said = said || strings.Contains(g.Reason, "refused this agent's latest state update") && strings.Contains(g.Reason, "ahead of the coordinator's clock")
+	}
+	if !said {
+		t.Errorf("hostile-1 gaps %+v; want one saying its latest state update was refused and why", m["hostile-1"].Gaps)
+	}
 	if n := strings.Count(c.p.out.String(), "agent message refused"); n != 1 {
 		t.Errorf("the coordinator logged %d refusals of hostile-1 within a minute; want 1 (rate-limited)", n)
 	}

@@ -2,6 +2,7 @@ package agentapi
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,6 +36,20 @@ func TestBadStateRefusedEarlierStateStays(t *testing.T) {
 	srv, _ := h.fleet.Server("web-1")
 	if got := srv.State.GetCpu(); got.GetBusyPercent() != 12.5 || got.GetLoad1() != 0.5 {
 		t.Errorf("cpu = %v; want the earlier good state (12.5 %%, load 0.5)", got)
+	}
+	if !strings.Contains(srv.Refused, "state.cpu.load1 = NaN") || srv.RefusedAt.IsZero() {
+		t.Errorf("refused = %q at %v; want the fleet to say why", srv.Refused, srv.RefusedAt)
+	}
+
+	// The next good update clears the refusal.
+	s = open()
+	s.Send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_State{State: good}})
+	s.Send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_Heartbeat{Heartbeat: &gridcityv1.Heartbeat{}}})
+	if m, err := s.Recv(); err != nil || m.GetHeartbeat() == nil {
+		t.Fatalf("got %v, %v; want a heartbeat answer", m, err)
+	}
+	if srv, _ := h.fleet.Server("web-1"); srv.Refused != "" {
+		t.Errorf("refused = %q after a good update; want it cleared", srv.Refused)
 	}
 
 	s = open()

@@ -356,6 +356,7 @@ func (s *Server) handle(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage,
 	switch b := m.Body.(type) {
 	case *gridcityv1.AgentMessage_State:
 		if err := statecheck.State(b.State, s.now()); err != nil {
+			s.fleet.Refuse(name, err.Error())
 			return s.refuse(name, "state update", err)
 		}
 		s.fleet.Apply(name, id, b.State)

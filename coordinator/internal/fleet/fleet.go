@@ -88,6 +88,11 @@ type Server struct {
 	// RevokedAt is when its agent's certificate was revoked (zero while
 	// valid), as the store had it at the fleet's last look (SyncRevoked).
 	RevokedAt time.Time
+	// Refused says why the coordinator refused the agent's latest state
+	// update (a value out of range), and RefusedAt when; both are cleared
+	// by the next update it accepts. State is what came before.
+	Refused   string
+	RefusedAt time.Time
 }
 
 // Status is "online", "revoked", "reconnecting" or "offline". A revoked
@@ -400,12 +405,24 @@ func (f *Fleet) Apply(name string, stream uint64, u *gridcityv1.StateUpdate) {
 		gridcityv1.MergeState(s.State, u)
 	}
 	s.LastSeen = f.now()
+	s.Refused, s.RefusedAt = "", time.Time{}
 	s.dirty = true
 	if u.Cpu != nil || u.Memory != nil {
 		s.sample = true
 	}
 	if u.GetFull() || u.Host != nil || u.Listeners != nil || u.Connections != nil {
 		f.shape++
+	}
+}
+
+// Refuse records that a state update from the server's agent was refused,
+// and why; the state it had stays. Kept in memory only: an agent whose
+// state stays bad is refused again as soon as it reconnects.
+func (f *Fleet) Refuse(name, reason string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s := f.servers[name]; s != nil {
+		s.Refused, s.RefusedAt = reason, f.now()
 	}
 }
 

@@ -386,6 +386,10 @@ func viewServer(srv fleet.Server, now time.Time) ServerView {
 	for _, g := range st.GetGaps().GetItems() {
 		v.Gaps = append(v.Gaps, GapView{Check: g.GetCheck(), Reason: g.GetReason()})
 	}
+	if srv.Refused != "" {
+		v.Gaps = append(v.Gaps, GapView{Check: "agent", Reason: "the coordinator refused this agent's latest state update at " + rfc3339(srv.RefusedAt) +
+			" (" + srv.Refused + "); the facts above are from before it"})
+	}
 	if srv.Online && srv.State.GetCollectedUnixMs() == 0 {
 		v.Gaps = append(v.Gaps, GapView{Check: "agent", Reason: "connected; its first state has not arrived yet"})
 	}
