@@ -1,12 +1,21 @@
 package mcpserver
 
 import (
+	"context"
+	"encoding/json"
+	"log/slog"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
+
+	"github.com/gridcity/gridcity/coordinator/internal/config"
+	"github.com/gridcity/gridcity/coordinator/internal/resources"
+	"github.com/gridcity/gridcity/coordinator/internal/topology"
 )
 
 func TestNotEncodable(t *testing.T) {
@@ -65,5 +74,42 @@ func TestListServersSurvivesABadServer(t *testing.T) {
 	}
 	if out.Total != 6 || len(out.Servers) != 6 {
 		t.Errorf("total %d, %d rows; want 6 and 6", out.Total, len(out.Servers))
+	}
+}
+
+// TestListResourcesLeavesOutAMetricThatIsNotANumber: a probe metric of NaN
+// (the agent API refuses it; this is the answer's own guard) is left out of
+// its resource, and every resource is answered.
+func TestListResourcesLeavesOutAMetricThatIsNotANumber(t *testing.T) {
+	cfg, err := config.Parse(strings.NewReader(`resources:
+  - {id: db, kind: database, engine: postgres, target: "10.0.4.20:5432"}
+  - {id: cache, kind: database, engine: redis, target: "10.0.4.30:6379"}
+`), "nan.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := fleetOf(t, 0, nil)
+	prober := resources.New(cfg, slog.New(slog.DiscardHandler))
+	prober.SetAgents(probingAgents{prober: prober}, func() map[string][]string { return map[string][]string{"db": {"web-1"}} })
+	prober.Assign()
+	prober.HandleResult("web-1", &gridcityv1.ProbeResult{ProbeId: "db", ResourceId: "db", Status: "ok", LatencyUs: 1500, CheckedUnixMs: time.Now().UnixMilli(),
+		Metrics: map[string]float64{"days_left": math.NaN(), "status_code": 200}})
+	d.Topology, d.Resources = topology.New(cfg, d.Fleet, prober), prober
+	res, err := memSession(t, d).CallTool(context.Background(), &mcp.CallToolParams{Name: "list_resources", Arguments: map[string]any{}})
+	if err != nil || res.IsError {
+		t.Fatalf("list_resources: %v %+v", err, res)
+	}
+	var out ResourcesOutput
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &out); err != nil || len(out.Resources) != 2 {
+		t.Fatalf("resources %s (%v); want both", b, err)
+	}
+	for _, r := range out.Resources {
+		if r.ID != "db" {
+			continue
+		}
+		if _, ok := r.Metrics["days_left"]; ok || r.Metrics["status_code"] != 200 || r.Status != "ok" {
+			t.Errorf("db = %+v; want status_code kept and days_left left out", r)
+		}
 	}
 }
