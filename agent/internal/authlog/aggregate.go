@@ -422,6 +422,9 @@ func (s *source) report() *gridcityv1.AuthSource {
 			before = satAdd(before, b.Failures)
 		}
 	}
+	if r.FirstSeenUnix == math.MaxInt64 {
+		r.FirstSeenUnix = 0 // no bucket left: unknown, not the end of time (the coordinator refuses a time far ahead)
+	}
 	if s.successAt != 0 {
 		r.LastSuccessUnix, r.LastSuccessUser = s.successAt, s.successUser
 		r.FailuresBeforeSuccess = satAdd(before, s.successBefore)

@@ -275,6 +275,9 @@ func (s *Set) run(ctx context.Context, e *entry, out *gridcityv1.StateUpdate) {
 	// half-way cannot leave a half-filled section in out.
 	var scratch gridcityv1.StateUpdate
 	err := s.safeUpdate(ctx, e, &scratch, n)
+	if bad := notFinite(scratch.ProtoReflect()); err == nil && bad != "" {
+		err = fmt.Errorf("collected a value that is not a number (%s); the section is left out until it measures again", bad)
+	}
 	if err == nil {
 		Merge(out, &scratch)
 	} else {

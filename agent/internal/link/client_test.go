@@ -1,8 +1,12 @@
 package link
 
 import (
+	"errors"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 func TestBackoffGrowsJitteredAndCapped(t *testing.T) {
@@ -22,5 +26,28 @@ func TestBackoffGrowsJitteredAndCapped(t *testing.T) {
 	}
 	if d := Backoff(1000, base, max); d < max/2 || d > max {
 		t.Fatalf("Backoff(1000) = %s; want capped at %s", d, max)
+	}
+}
+
+// TestSessionEnd: a refused state (InvalidArgument) is retried with a
+// backoff that keeps growing however long the stream lasted, so that a
+// value that stays bad never makes the agent spin.
+func TestSessionEnd(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		err    error
+		lasted time.Duration
+		want   ending
+	}{
+		{"revoked", status.Error(codes.PermissionDenied, "revoked"), time.Hour, ending{permanent: true}},
+		{"unknown certificate", status.Error(codes.Unauthenticated, "unknown"), 0, ending{permanent: true}},
+		{"refused at once", status.Error(codes.InvalidArgument, "state.cpu.load1 = NaN"), time.Second, ending{refused: true}},
+		{"refused after an hour", status.Error(codes.InvalidArgument, "state.cpu.load1 = NaN"), time.Hour, ending{refused: true}},
+		{"cut after an hour", status.Error(codes.Unavailable, "gone"), time.Hour, ending{resetBackoff: true}},
+		{"cut at once", errors.New("dial: refused"), time.Second, ending{}},
+	} {
+		if got := sessionEnd(c.err, c.lasted); got != c.want {
+			t.Errorf("%s: sessionEnd = %+v; want %+v", c.name, got, c.want)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -187,7 +188,7 @@ func (p *Probes) run(ctx context.Context, s *gridcityv1.ProbeSpec) *gridcityv1.A
 		return nil
 	}
 	r := &gridcityv1.ProbeResult{ProbeId: s.GetId(), ResourceId: s.GetResourceId(), Status: "ok", Reason: res.Reason,
-		LatencyUs: res.Latency.Microseconds(), CheckedUnixMs: time.Now().UnixMilli(), Metrics: res.Metrics}
+		LatencyUs: res.Latency.Microseconds(), CheckedUnixMs: time.Now().UnixMilli(), Metrics: finiteMetrics(res.Metrics)}
 	if !res.OK {
 		r.Status = "failed"
 	}
@@ -195,4 +196,19 @@ func (p *Probes) run(ctx context.Context, s *gridcityv1.ProbeSpec) *gridcityv1.A
 		r.TlsNotAfterUnix = res.TLSNotAfter.Unix()
 	}
 	return &gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_ProbeResult{ProbeResult: r}}
+}
+
+// finiteMetrics leaves out a metric that is not a number (NaN, ±Inf): the
+// coordinator refuses a result holding one, and the result's status and
+// latency are worth more than one metric.
+func finiteMetrics(m map[string]float64) map[string]float64 {
+	bad := func(_ string, v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }
+	for k, v := range m {
+		if bad(k, v) {
+			m = maps.Clone(m) // the probe's own map stays as it is
+			maps.DeleteFunc(m, bad)
+			break
+		}
+	}
+	return m
 }

@@ -3,17 +3,11 @@ package main
 import (
 	"cmp"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	crand "crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -25,6 +19,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
+
+	"github.com/gridcity/gridcity/coordinator/internal/simfleet"
 )
 
 // The simulated agents enroll and stream the way gridcity-agent does
@@ -41,70 +37,14 @@ type simIdentity struct {
 	cert tls.Certificate
 }
 
-// fetchPinnedCA is link.FetchPinnedCA: a handshake bound to fail
-// verification (an empty root pool) yields the certificates the
-// coordinator presents; the CA among them whose sha256 is the pin is the
-// one to trust.
-func fetchPinnedCA(ctx context.Context, addr, pin string) (*x509.Certificate, error) {
-	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 10 * time.Second}, Config: &tls.Config{
-		RootCAs:    x509.NewCertPool(),
-		ServerName: gridcityv1.CoordinatorServerName,
-		MinVersion: tls.VersionTLS13,
-	}}
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err == nil {
-		conn.Close()
-		return nil, fmt.Errorf("coordinator %s: handshake succeeded without a trusted CA", addr)
-	}
-	var verr *tls.CertificateVerificationError
-	if !errors.As(err, &verr) {
-		return nil, fmt.Errorf("reach the coordinator at %s: %w", addr, err)
-	}
-	for _, c := range verr.UnverifiedCertificates {
-		if c.IsCA && gridcityv1.PinOf(c.Raw) == pin {
-			return c, nil
-		}
-	}
-	return nil, fmt.Errorf("the coordinator at %s presented no CA matching the pin %s", addr, pin)
-}
-
-// enrollSim is link.Enroll without the state directory: the identity stays
-// in memory.
+// enrollSim enrolls a simulated agent the way gridcity-agent does, with
+// its identity in memory.
 func enrollSim(ctx context.Context, jl gridcityv1.JoinLine, name string) (simIdentity, *x509.Certificate, error) {
-	ca, err := fetchPinnedCA(ctx, jl.Coordinator, jl.CAPin)
+	cert, ca, err := simfleet.Enroll(ctx, jl, name, simVersion)
 	if err != nil {
 		return simIdentity{}, nil, err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
-	if err != nil {
-		return simIdentity{}, nil, err
-	}
-	csr, err := x509.CreateCertificateRequest(crand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: name}}, key)
-	if err != nil {
-		return simIdentity{}, nil, err
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	conn, err := grpc.NewClient(jl.Coordinator, grpc.WithTransportCredentials(credentials.NewTLS(
-		&tls.Config{RootCAs: pool, ServerName: gridcityv1.CoordinatorServerName, MinVersion: tls.VersionTLS13})))
-	if err != nil {
-		return simIdentity{}, nil, fmt.Errorf("connect to %s: %w", jl.Coordinator, err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	resp, err := gridcityv1.NewAgentServiceClient(conn).Enroll(ctx, &gridcityv1.EnrollRequest{JoinToken: jl.Token, Name: name, CsrDer: csr, AgentVersion: simVersion})
-	if err != nil {
-		return simIdentity{}, nil, fmt.Errorf("enroll %s: %w", name, err)
-	}
-	cert, err := x509.ParseCertificate(resp.GetCertificateDer())
-	if err != nil {
-		return simIdentity{}, nil, fmt.Errorf("enroll %s: unreadable certificate: %w", name, err)
-	}
-	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
-		return simIdentity{}, nil, fmt.Errorf("enroll %s: the CA does not vouch for the certificate: %w", name, err)
-	}
-	return simIdentity{name: name, cert: tls.Certificate{Certificate: [][]byte{cert.Raw}, PrivateKey: key, Leaf: cert}}, ca, nil
+	return simIdentity{name: name, cert: cert}, ca, nil
 }
 
 // transient is an enrollment failure worth another try: the coordinator

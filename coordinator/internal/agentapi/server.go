@@ -10,10 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"runtime/debug"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +26,7 @@ import (
 
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
 	"github.com/gridcity/gridcity/coordinator/internal/pki"
+	"github.com/gridcity/gridcity/coordinator/internal/statecheck"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -81,6 +80,7 @@ type Server struct {
 	stopping bool
 	commands Commands
 	probes   Probes
+	refusals refusals
 }
 
 // Probes assigns probes to agents and receives their results (the prober).
@@ -341,7 +341,11 @@ func (s *Server) Connect(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage
 		case m := <-in:
 			idle.Reset(s.cfg.IdleTimeout)
 			if err := s.handle(stream, name, id, m); err != nil {
-				log.Warn("agent message refused", "err", err)
+				// A refusal was logged by refuse, once a minute at most;
+				// anything else is a send that failed.
+				if status.Code(err) != codes.InvalidArgument {
+					log.Warn("agent stream ended while answering it", "err", err)
+				}
 				return err
 			}
 		}
@@ -351,17 +355,18 @@ func (s *Server) Connect(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage
 func (s *Server) handle(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage, gridcityv1.CoordinatorMessage], name string, id uint64, m *gridcityv1.AgentMessage) error {
 	switch b := m.Body.(type) {
 	case *gridcityv1.AgentMessage_State:
-		if err := ValidateState(b.State); err != nil {
-			return status.Errorf(codes.InvalidArgument, "state update from %s refused: %v", name, err)
+		if err := statecheck.State(b.State, s.now()); err != nil {
+			s.fleet.Refuse(name, err.Error())
+			return s.refuse(name, "state update", err)
 		}
 		s.fleet.Apply(name, id, b.State)
 	case *gridcityv1.AgentMessage_Heartbeat:
 		s.fleet.Touch(name, id)
 		return stream.Send(&gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_Heartbeat{Heartbeat: &gridcityv1.Heartbeat{SentUnixMs: s.now().UnixMilli()}}})
 	case *gridcityv1.AgentMessage_Hello:
-		return status.Error(codes.InvalidArgument, "hello sent twice on one stream")
+		return s.refuse(name, "message", errors.New("hello sent twice on one stream"))
 	case nil:
-		return status.Error(codes.InvalidArgument, "empty message: the agent and coordinator versions may not match")
+		return s.refuse(name, "message", errors.New("empty message: the agent and coordinator versions may not match"))
 	case *gridcityv1.AgentMessage_CommandEvent:
 		s.fleet.Touch(name, id)
 		c := s.commandSink()
@@ -380,6 +385,9 @@ func (s *Server) handle(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage,
 			return stream.Send(&gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_JournalAck{JournalAck: &gridcityv1.JournalAck{Forget: []string{b.CommandEvent.GetRequestId()}}}})
 		}
 	case *gridcityv1.AgentMessage_ProbeResult:
+		if err := statecheck.ProbeResult(b.ProbeResult, s.now()); err != nil {
+			return s.refuse(name, "probe result", err)
+		}
 		s.fleet.Touch(name, id)
 		if p := s.probeSink(); p != nil {
 			p.HandleResult(name, b.ProbeResult)
@@ -388,6 +396,16 @@ func (s *Server) handle(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage,
 		s.fleet.Touch(name, id)
 	}
 	return nil
+}
+
+// refuse logs a refused message (rate-limited per server) and returns the
+// InvalidArgument status that ends the agent's stream: the message is not
+// applied, and what the fleet holds of the server stays as it was.
+func (s *Server) refuse(name, what string, err error) error {
+	if n, ok := s.refusals.due(name, s.now()); ok {
+		s.logger.Warn("agent message refused: the coordinator keeps the server's earlier state", "server", name, "message", what, "err", err, "refusedSinceLastLog", n)
+	}
+	return status.Errorf(codes.InvalidArgument, "%s from %s refused, nothing of it was applied: %v", what, name, err)
 }
 
 // settingsWith is the agents' settings with a server's probes.
@@ -524,106 +542,4 @@ func (s *Server) Connected() []string {
 		out = append(out, n)
 	}
 	return out
-}
-
-func validateHello(h *gridcityv1.Hello) error {
-	for _, f := range []struct {
-		name, v string
-		max     int
-	}{{"agent_version", h.GetAgentVersion(), 64}, {"run_as", h.GetRunAs(), 64}, {"district", h.GetDistrict(), 128}} {
-		if len(f.v) > f.max {
-			return fmt.Errorf("%s is %d bytes; at most %d", f.name, len(f.v), f.max)
-		}
-	}
-	if len(h.GetCapabilities()) > 32 {
-		return fmt.Errorf("%d capabilities; at most 32", len(h.GetCapabilities()))
-	}
-	return nil
-}
-
-// Limits on what one state update may hold. They are far above any real
-// host and keep a broken or hostile agent from filling the coordinator.
-const (
-	maxItems  = 4096
-	maxString = 1024
-)
-
-// ValidateState bounds the sections of a state update.
-func ValidateState(u *gridcityv1.StateUpdate) error {
-	counts := []struct {
-		name string
-		n    int
-	}{
-		{"disks", len(u.GetDisks().GetItems())},
-		{"listeners", len(u.GetListeners().GetItems())},
-		{"connections", len(u.GetConnections().GetItems())},
-		{"failed units", len(u.GetFailedUnits().GetItems())},
-		{"containers", len(u.GetContainers().GetItems())},
-		{"gaps", len(u.GetGaps().GetItems())},
-		{"security packages", len(u.GetUpdates().GetSecurityPackages())},
-		{"host addresses", len(u.GetHost().GetAddresses())},
-		{"login sources", len(u.GetLogins().GetSources())},
-		{"log sources", len(u.GetLogins().GetLogSources())},
-		{"firewall blocks", len(u.GetDefenses().GetFirewall().GetBlocks())},
-		{"sshd config files", len(u.GetDefenses().GetSshd().GetFiles())},
-	}
-	for _, c := range counts {
-		if c.n > maxItems {
-			return fmt.Errorf("%d %s; at most %d are accepted", c.n, c.name, maxItems)
-		}
-	}
-	var long []string
-	check := func(field, v string) {
-		if len(v) > maxString && len(long) < 3 {
-			long = append(long, fmt.Sprintf("%s (%d bytes)", field, len(v)))
-		}
-	}
-	h := u.GetHost()
-	check("host.hostname", h.GetHostname())
-	check("host.os", h.GetOs())
-	check("host.kernel", h.GetKernel())
-	for _, a := range h.GetAddresses() {
-		if net.ParseIP(a) == nil {
-			return fmt.Errorf("host address %.64q is not an IP address", a)
-		}
-	}
-	for _, d := range u.GetDisks().GetItems() {
-		check("disk.mount", d.GetMount())
-		check("disk.device", d.GetDevice())
-	}
-	for _, l := range u.GetListeners().GetItems() {
-		check("listener.process", l.GetProcess())
-		check("listener.address", l.GetAddress())
-	}
-	for _, un := range u.GetFailedUnits().GetItems() {
-		check("unit.name", un.GetName())
-		check("unit.description", un.GetDescription())
-	}
-	for _, c := range u.GetContainers().GetItems() {
-		check("container.name", c.GetName())
-		check("container.image", c.GetImage())
-		check("container.status", c.GetStatus())
-	}
-	for _, src := range u.GetLogins().GetSources() {
-		if len(src.GetUsers()) > 64 {
-			return fmt.Errorf("%d user names for one login source; at most 64 are accepted", len(src.GetUsers()))
-		}
-		check("login.address", src.GetAddress())
-		check("login.last_success_user", src.GetLastSuccessUser())
-		for _, user := range src.GetUsers() {
-			check("login.user", user)
-		}
-	}
-	for _, b := range u.GetDefenses().GetFirewall().GetBlocks() {
-		check("block.network", b.GetNetwork())
-		check("block.by", b.GetBy())
-	}
-	for _, g := range u.GetGaps().GetItems() {
-		check("gap.check", g.GetCheck())
-		check("gap.reason", g.GetReason())
-	}
-	if len(long) > 0 {
-		return fmt.Errorf("fields longer than %d bytes: %s", maxString, strings.Join(long, ", "))
-	}
-	return nil
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
 	"github.com/gridcity/gridcity/coordinator/internal/pki"
+	"github.com/gridcity/gridcity/coordinator/internal/statecheck"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -284,13 +285,13 @@ func TestStreamRefusals(t *testing.T) {
 		s := connect(t, h.dial(web1))
 		s.Send(hello("web-1"))
 		s.Recv()
-		items := make([]*gridcityv1.Listener, maxItems+1)
+		items := make([]*gridcityv1.Listener, statecheck.MaxItems+1)
 		for i := range items {
 			items[i] = &gridcityv1.Listener{Proto: "tcp", Port: uint32(i)}
 		}
 		s.Send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_State{State: &gridcityv1.StateUpdate{Full: true, Listeners: &gridcityv1.Listeners{Items: items}}}})
 		_, err := s.Recv()
-		wantCode(t, err, codes.InvalidArgument, "4097 listeners")
+		wantCode(t, err, codes.InvalidArgument, "state.listeners has 4097 items")
 	})
 	t.Run("oversized message", func(t *testing.T) {
 		s := connect(t, h.dial(web1))

@@ -13,6 +13,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -24,6 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gridcity/gridcity/coordinator/internal/command"
+	"github.com/gridcity/gridcity/coordinator/internal/statecheck"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -86,6 +88,11 @@ type Server struct {
 	// RevokedAt is when its agent's certificate was revoked (zero while
 	// valid), as the store had it at the fleet's last look (SyncRevoked).
 	RevokedAt time.Time
+	// Refused says why the coordinator refused the agent's latest state
+	// update (a value out of range), and RefusedAt when; both are cleared
+	// by the next update it accepts. State is what came before.
+	Refused   string
+	RefusedAt time.Time
 }
 
 // Status is "online", "revoked", "reconnecting" or "offline". A revoked
@@ -185,6 +192,15 @@ func New(ctx context.Context, st store.Store, logger *slog.Logger, opts ...Optio
 		s := &server{Server: Server{Name: r.Name, LastSeen: r.LastSeen, Hello: &gridcityv1.Hello{}, State: &gridcityv1.StateUpdate{}}, saved: r.LastSeen}
 		if err := proto.Unmarshal(r.State, s.State); err != nil {
 			logger.Warn("stored state unreadable; waiting for the agent to send it again", "server", r.Name, "err", err)
+			s.State = &gridcityv1.StateUpdate{}
+		}
+		// A coordinator before the agent API checked values may have kept
+		// one that no answer can carry (NaN); such a section is dropped
+		// here, and written back without it at the next flush.
+		if bad := statecheck.Repair(s.State, f.started); len(bad) > 0 {
+			logger.Warn("stored state had impossible values; those sections are dropped until the agent sends them again",
+				"server", r.Name, "problems", errors.Join(bad...))
+			s.dirty = true
 		}
 		if err := proto.Unmarshal(r.Hello, s.Hello); err != nil {
 			logger.Warn("stored hello unreadable", "server", r.Name, "err", err)
@@ -192,6 +208,13 @@ func New(ctx context.Context, st store.Store, logger *slog.Logger, opts ...Optio
 		f.servers[r.Name] = s
 		if r.LastSeen.After(newest) {
 			newest = r.LastSeen
+		}
+	}
+	if r, ok := st.(metricRepairer); ok {
+		if n, err := r.DropBadMetrics(ctx); err != nil {
+			logger.Warn("metric history not checked for values that are not numbers", "err", err)
+		} else if n > 0 {
+			logger.Warn("metric history had samples that are not numbers (NaN, ±Inf); dropped", "samples", n)
 		}
 	}
 	if err := f.SyncRevoked(ctx); err != nil {
@@ -216,6 +239,12 @@ func New(ctx context.Context, st store.Store, logger *slog.Logger, opts ...Optio
 			"agents", f.awaiting, "of", len(f.servers), "grace", f.grace, "until", f.started.Add(f.grace))
 	}
 	return f, nil
+}
+
+// metricRepairer is a store that can delete the metric rows an older
+// coordinator wrote without checking them (store.SQLite).
+type metricRepairer interface {
+	DropBadMetrics(ctx context.Context) (int64, error)
 }
 
 // SyncRevoked reads which agents are revoked from the store and marks
@@ -376,12 +405,24 @@ func (f *Fleet) Apply(name string, stream uint64, u *gridcityv1.StateUpdate) {
 		gridcityv1.MergeState(s.State, u)
 	}
 	s.LastSeen = f.now()
+	s.Refused, s.RefusedAt = "", time.Time{}
 	s.dirty = true
 	if u.Cpu != nil || u.Memory != nil {
 		s.sample = true
 	}
 	if u.GetFull() || u.Host != nil || u.Listeners != nil || u.Connections != nil {
 		f.shape++
+	}
+}
+
+// Refuse records that a state update from the server's agent was refused,
+// and why; the state it had stays. Kept in memory only: an agent whose
+// state stays bad is refused again as soon as it reconnects.
+func (f *Fleet) Refuse(name, reason string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s := f.servers[name]; s != nil {
+		s.Refused, s.RefusedAt = reason, f.now()
 	}
 }
 
@@ -446,30 +487,38 @@ func (f *Fleet) Flush(ctx context.Context) error {
 	f.mu.Lock()
 	var recs []store.ServerRecord
 	var samples []store.MetricSample
+	var skipped []error
 	now := f.now()
 	for _, s := range f.servers {
 		if s.sample {
-			samples = append(samples, store.MetricSample{
+			m := store.MetricSample{
 				Server: s.Name, At: now,
 				CPUPercent: s.State.GetCpu().GetBusyPercent(), MemoryPercent: s.State.GetMemory().GetUsedPercent(),
 				Load1: s.State.GetCpu().GetLoad1(),
-			})
+			}
+			// One server's bad sample must not cost the others theirs.
+			if err := m.Check(); err != nil {
+				skipped = append(skipped, err)
+			} else {
+				samples = append(samples, m)
+			}
 			s.sample = false
 		}
 		if !s.dirty {
 			continue
 		}
 		state, err := proto.Marshal(s.State)
-		if err != nil {
-			f.mu.Unlock()
-			return err
+		if err == nil {
+			var hello []byte
+			if hello, err = proto.Marshal(s.Hello); err == nil {
+				recs = append(recs, store.ServerRecord{Name: s.Name, State: state, Hello: hello, LastSeen: s.LastSeen})
+			}
 		}
-		hello, err := proto.Marshal(s.Hello)
 		if err != nil {
-			f.mu.Unlock()
-			return err
+			// Left dirty: written when it can be; the others are written now.
+			skipped = append(skipped, fmt.Errorf("state of %s not saved: %w", s.Name, err))
+			continue
 		}
-		recs = append(recs, store.ServerRecord{Name: s.Name, State: state, Hello: hello, LastSeen: s.LastSeen})
 		s.dirty, s.saved = false, s.LastSeen
 	}
 	f.mu.Unlock()
@@ -477,7 +526,10 @@ func (f *Fleet) Flush(ctx context.Context) error {
 		f.markDirty(recs)
 		return err
 	}
-	return f.store.AppendMetrics(ctx, samples, MetricHistory)
+	if err := f.store.AppendMetrics(ctx, samples, MetricHistory); err != nil {
+		return err
+	}
+	return errors.Join(skipped...)
 }
 
 func (f *Fleet) markDirty(recs []store.ServerRecord) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"slices"
 	"strconv"
@@ -94,10 +95,15 @@ func addListResources(s *mcp.Server, d Deps) {
 			return nil, ResourcesOutput{}, fmt.Errorf("the topology cannot be built: %v", err)
 		}
 		for _, st := range d.Resources.States() {
-			m := maps.Clone(st.Metrics)
-			if m == nil {
-				m = map[string]float64{}
-			}
+			// A metric that is not a number is left out: it would fail the
+			// answer for every resource.
+			m := maps.Collect(func(yield func(string, float64) bool) {
+				for k, v := range st.Metrics {
+					if !math.IsNaN(v) && !math.IsInf(v, 0) && !yield(k, v) {
+						return
+					}
+				}
+			})
 			if st.Status != "unknown" {
 				m["latency_ms"] = float64(st.Latency.Microseconds()) / 1000
 			}

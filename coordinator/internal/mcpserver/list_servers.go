@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
@@ -269,6 +271,9 @@ func listServers(ctx context.Context, d Deps, in ListServersInput, now time.Time
 		srv, _ := d.Fleet.Server(l.name)
 		srv.RevokedAt = time.Time{} // the store decides, as for the page
 		v := viewServer(srv, now)
+		if bad := notEncodable(v); bad != "" {
+			v = unencodableServer(srv, now, bad)
+		}
 		if l.status == statusRevoked && l.agent != nil {
 			v.Status = statusRevoked
 			v.Gaps = append(v.Gaps, GapView{Check: "agent", Reason: "its certificate was revoked at " + rfc3339(l.agent.RevokedAt) + "; the facts are its last report"})
@@ -381,6 +386,10 @@ func viewServer(srv fleet.Server, now time.Time) ServerView {
 	for _, g := range st.GetGaps().GetItems() {
 		v.Gaps = append(v.Gaps, GapView{Check: g.GetCheck(), Reason: g.GetReason()})
 	}
+	if srv.Refused != "" {
+		v.Gaps = append(v.Gaps, GapView{Check: "agent", Reason: "the coordinator refused this agent's latest state update at " + rfc3339(srv.RefusedAt) +
+			" (" + srv.Refused + "); the facts above are from before it"})
+	}
 	if srv.Online && srv.State.GetCollectedUnixMs() == 0 {
 		v.Gaps = append(v.Gaps, GapView{Check: "agent", Reason: "connected; its first state has not arrived yet"})
 	}
@@ -395,6 +404,21 @@ func viewServer(srv fleet.Server, now time.Time) ServerView {
 	return v
 }
 
+// unencodableServer is the row of a server whose facts hold a value no
+// answer can carry: its name, status and when it was last heard from, and a
+// gap that says why the rest is left out.
+func unencodableServer(srv fleet.Server, now time.Time, bad string) ServerView {
+	v := viewServer(fleet.Server{Name: srv.Name, Online: srv.Online, LastSeen: srv.LastSeen, Hello: srv.Hello,
+		State:        &gridcityv1.StateUpdate{CollectedUnixMs: srv.State.GetCollectedUnixMs()},
+		Reconnecting: srv.Reconnecting, Restarted: srv.Restarted, GraceEnds: srv.GraceEnds, RevokedAt: srv.RevokedAt}, now)
+	v.Gaps = append(v.Gaps, GapView{Check: "state", Reason: "this server's last report holds a value that is not a number (" + bad +
+		"); its facts are left out until its agent sends valid ones"})
+	return v
+}
+
 func round1(f float64) float64 {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return f // as it is, for notEncodable to find; int64(NaN) is any number
+	}
 	return float64(int64(f*10+0.5)) / 10
 }

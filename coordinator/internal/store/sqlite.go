@@ -436,7 +436,12 @@ func (s *SQLite) AppendMetrics(ctx context.Context, samples []MetricSample, keep
 	}
 	defer stmt.Close()
 	added := map[string]int{}
+	var skipped []error
 	for _, m := range samples {
+		if err := m.Check(); err != nil {
+			skipped = append(skipped, err)
+			continue
+		}
 		if _, err := stmt.ExecContext(ctx, m.Server, ms(m.At), m.CPUPercent, m.MemoryPercent, m.Load1); err != nil {
 			return fmt.Errorf("append metric for %q: %w", m.Server, err)
 		}
@@ -470,7 +475,19 @@ func (s *SQLite) AppendMetrics(ctx context.Context, samples []MetricSample, keep
 	for _, server := range pruned {
 		delete(s.sincePrune, server)
 	}
-	return nil
+	return errors.Join(skipped...)
+}
+
+// DropBadMetrics deletes the metric rows no answer can show: ±Inf, which
+// SQLite keeps as it is given (NaN it refuses), written by a coordinator
+// that did not check its samples. It returns how many it deleted.
+func (s *SQLite) DropBadMetrics(ctx context.Context) (int64, error) {
+	res, err := s.w.ExecContext(ctx, `DELETE FROM metrics WHERE abs(cpu) > 1.7976931348623157e308 OR abs(mem) > 1.7976931348623157e308
+		OR abs(load1) > 1.7976931348623157e308 OR cpu IS NULL OR mem IS NULL OR load1 IS NULL`)
+	if err != nil {
+		return 0, fmt.Errorf("drop metric rows that are not numbers: %w", err)
+	}
+	return res.RowsAffected()
 }
 
 func (s *SQLite) Metrics(ctx context.Context, server string, limit int) ([]MetricSample, error) {
@@ -485,6 +502,9 @@ func (s *SQLite) Metrics(ctx context.Context, server string, limit int) ([]Metri
 		var at int64
 		if err := rows.Scan(&at, &m.CPUPercent, &m.MemoryPercent, &m.Load1); err != nil {
 			return nil, err
+		}
+		if m.Check() != nil {
+			continue // not a sample any answer can show; DropBadMetrics deletes it
 		}
 		m.At = fromMs(at)
 		out = append(out, m)

@@ -10,6 +10,8 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"time"
 )
 
@@ -21,6 +23,8 @@ var (
 	ErrTokenExpired = errors.New("join token expired")
 	ErrTokenUsed    = errors.New("join token already used")
 	ErrNameTaken    = errors.New("server name already enrolled")
+	// ErrNotFinite is a metric sample with NaN or ±Inf: it is not written.
+	ErrNotFinite = errors.New("not a finite number")
 )
 
 // Store is the coordinator's persistence. Every method is safe for
@@ -45,8 +49,12 @@ type Store interface {
 	SaveServers(ctx context.Context, servers []ServerRecord) error
 	Servers(ctx context.Context) ([]ServerRecord, error)
 	// AppendMetrics records samples and keeps the newest keep samples per
-	// server, pruning the older ones in batches (at most keep/8 extra).
+	// server, pruning the older ones in batches (at most keep/8 extra). A
+	// sample that fails Check is not written, the others are, and the error
+	// (ErrNotFinite) names it.
 	AppendMetrics(ctx context.Context, samples []MetricSample, keep int) error
+	// Metrics returns a server's newest samples; rows that fail Check
+	// (written before samples were checked) are left out.
 	Metrics(ctx context.Context, server string, limit int) ([]MetricSample, error)
 
 	// CreateToken records an MCP token by its hash; ErrExists when the name is taken.
@@ -205,6 +213,21 @@ type MetricSample struct {
 	CPUPercent    float64
 	MemoryPercent float64
 	Load1         float64
+}
+
+// Check says whether the sample can be kept: every value a real number.
+// SQLite cannot hold NaN in a NOT NULL column (it stores NULL), and no
+// answer can carry NaN or ±Inf as JSON.
+func (m MetricSample) Check() error {
+	for _, v := range []struct {
+		name string
+		v    float64
+	}{{"cpu", m.CPUPercent}, {"memory", m.MemoryPercent}, {"load1", m.Load1}} {
+		if math.IsNaN(v.v) || math.IsInf(v.v, 0) {
+			return fmt.Errorf("metric sample of %s: %s = %v is not a number: %w", m.Server, v.name, v.v, ErrNotFinite)
+		}
+	}
+	return nil
 }
 
 // Scope says what an MCP token may do.

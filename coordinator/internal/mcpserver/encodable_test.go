@@ -1,0 +1,115 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
+
+	"github.com/gridcity/gridcity/coordinator/internal/config"
+	"github.com/gridcity/gridcity/coordinator/internal/resources"
+	"github.com/gridcity/gridcity/coordinator/internal/topology"
+)
+
+func TestNotEncodable(t *testing.T) {
+	type inner struct {
+		X float64 `json:"x"`
+	}
+	for _, c := range []struct {
+		v    any
+		want string
+	}{
+		{ServerView{CPU: CPUView{Load1: 0.5}}, ""},
+		{ServerView{CPU: CPUView{Load1: math.NaN()}}, "cpu.load1 = NaN"},
+		{ServerView{Disks: []DiskView{{}, {UsedPercent: math.Inf(1)}}}, "disks[1].usedPercent = +Inf"},
+		{map[string]float64{"days_left": math.Inf(-1)}, "days_left = -Inf"},
+		{&struct {
+			In []*inner `json:"in"`
+		}{In: []*inner{nil, {X: math.NaN()}}}, "in[1].x = NaN"},
+	} {
+		if got := notEncodable(c.v); got != c.want {
+			t.Errorf("notEncodable(%+v) = %q; want %q", c.v, got, c.want)
+		}
+	}
+}
+
+// TestListServersSurvivesABadServer: a server whose state holds NaN (the
+// fleet took it from somewhere the agent API does not guard) is a row with
+// a gap; every other server is answered in full.
+func TestListServersSurvivesABadServer(t *testing.T) {
+	d := smallFleet(t)
+	id := d.Fleet.Connect(&gridcityv1.Hello{Name: "web-2", District: "blog"})
+	d.Fleet.Apply("web-2", id, &gridcityv1.StateUpdate{Full: true, CollectedUnixMs: time.Now().UnixMilli(),
+		Host: &gridcityv1.HostInfo{Hostname: "web-2"}, Cpu: &gridcityv1.CPU{Cores: 2, BusyPercent: math.NaN(), Load1: math.Inf(1)}})
+	out, res := callListServers(t, memSession(t, d), map[string]any{})
+	if res.IsError {
+		t.Fatalf("list_servers failed for the whole fleet: %+v", res.Content)
+	}
+	byName := map[string]ServerView{}
+	for _, s := range out.Servers {
+		byName[s.Name] = s
+	}
+	if s := byName["web-1"]; s.OS.Hostname != "web-1" || s.Status != "online" {
+		t.Errorf("web-1 = %+v; want its full row", s)
+	}
+	bad := byName["web-2"]
+	if bad.Status != "online" || bad.OS.Hostname != "" || bad.CPU.Cores != 0 {
+		t.Errorf("web-2 = %+v; want its status and no facts", bad)
+	}
+	var gap string
+	for _, g := range bad.Gaps {
+		if g.Check == "state" {
+			gap = g.Reason
+		}
+	}
+	if !strings.Contains(gap, "cpu.busyPercent = NaN") {
+		t.Errorf("web-2 gaps %+v; want one naming cpu.busyPercent = NaN", bad.Gaps)
+	}
+	if out.Total != 6 || len(out.Servers) != 6 {
+		t.Errorf("total %d, %d rows; want 6 and 6", out.Total, len(out.Servers))
+	}
+}
+
+// TestListResourcesLeavesOutAMetricThatIsNotANumber: a probe metric of NaN
+// (the agent API refuses it; this is the answer's own guard) is left out of
+// its resource, and every resource is answered.
+func TestListResourcesLeavesOutAMetricThatIsNotANumber(t *testing.T) {
+	cfg, err := config.Parse(strings.NewReader(`resources:
+  - {id: db, kind: database, engine: postgres, target: "10.0.4.20:5432"}
+  - {id: cache, kind: database, engine: redis, target: "10.0.4.30:6379"}
+`), "nan.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := fleetOf(t, 0, nil)
+	prober := resources.New(cfg, slog.New(slog.DiscardHandler))
+	prober.SetAgents(probingAgents{prober: prober}, func() map[string][]string { return map[string][]string{"db": {"web-1"}} })
+	prober.Assign()
+	prober.HandleResult("web-1", &gridcityv1.ProbeResult{ProbeId: "db", ResourceId: "db", Status: "ok", LatencyUs: 1500, CheckedUnixMs: time.Now().UnixMilli(),
+		Metrics: map[string]float64{"days_left": math.NaN(), "status_code": 200}})
+	d.Topology, d.Resources = topology.New(cfg, d.Fleet, prober), prober
+	res, err := memSession(t, d).CallTool(context.Background(), &mcp.CallToolParams{Name: "list_resources", Arguments: map[string]any{}})
+	if err != nil || res.IsError {
+		t.Fatalf("list_resources: %v %+v", err, res)
+	}
+	var out ResourcesOutput
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &out); err != nil || len(out.Resources) != 2 {
+		t.Fatalf("resources %s (%v); want both", b, err)
+	}
+	for _, r := range out.Resources {
+		if r.ID != "db" {
+			continue
+		}
+		if _, ok := r.Metrics["days_left"]; ok || r.Metrics["status_code"] != 200 || r.Status != "ok" {
+			t.Errorf("db = %+v; want status_code kept and days_left left out", r)
+		}
+	}
+}
