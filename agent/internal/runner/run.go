@@ -139,7 +139,7 @@ func Run(ctx context.Context, spec Spec, emit func(Chunk)) Result {
 		return Result{ExitCode: -1, Err: err}
 	}
 	env := id.env()
-	masks := [][]byte{secretValue(spec.Stdin), spec.SudoPassword}
+	masks := append(secretMasks(secretValue(spec.Stdin)), secretMasks(spec.SudoPassword)...)
 	log := spec.Log
 	if log == nil {
 		log = slog.Default()
