@@ -11,6 +11,7 @@ import (
 
 	"github.com/gridcity/gridcity/agent/probe"
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
@@ -46,7 +47,7 @@ runbooks:
 func server(name, addr string, listen ...string) fleet.Server {
 	st := &gridcityv1.StateUpdate{Full: true,
 		Host: &gridcityv1.HostInfo{Hostname: name, Addresses: []string{addr}},
-		Cpu:  &gridcityv1.CPU{Cores: 4, Load1: 0.4, Load5: 0.5, BusyPercent: 12},
+		Cpu:  &gridcityv1.CPU{Cores: 4, Load1: 0.4, Load5: 0.5, BusyPercent: proto.Float64(12)},
 		Memory: &gridcityv1.Memory{TotalBytes: 8 << 30, UsedBytes: 3 << 30, AvailableBytes: 5 << 30, UsedPercent: 37.5,
 			SwapTotalBytes: 1 << 30},
 		Disks: &gridcityv1.Disks{Items: []*gridcityv1.Disk{

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
@@ -24,13 +25,13 @@ func TestStateSurvivesRestartAndStaleStreamsAreIgnored(t *testing.T) {
 	f, _ := New(ctx, st, logger)
 	old := f.Connect(&gridcityv1.Hello{Name: "web-1", District: "shop"})
 	cur := f.Connect(&gridcityv1.Hello{Name: "web-1", District: "shop"}) // reconnect before the old stream ended
-	f.Apply("web-1", cur, &gridcityv1.StateUpdate{Full: true, Cpu: &gridcityv1.CPU{Cores: 8, BusyPercent: 10}, Host: &gridcityv1.HostInfo{Os: "debian"}})
+	f.Apply("web-1", cur, &gridcityv1.StateUpdate{Full: true, Cpu: &gridcityv1.CPU{Cores: 8, BusyPercent: proto.Float64(10)}, Host: &gridcityv1.HostInfo{Os: "debian"}})
 	f.Apply("web-1", old, &gridcityv1.StateUpdate{Full: true, Cpu: &gridcityv1.CPU{Cores: 1}})
 	f.Disconnect("web-1", old)
 	if s, _ := f.Server("web-1"); !s.Online || s.State.GetCpu().GetCores() != 8 {
 		t.Fatalf("got online=%v cores=%d; want the current stream's view: online, 8", s.Online, s.State.GetCpu().GetCores())
 	}
-	f.Apply("web-1", cur, &gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 8, BusyPercent: 55}})
+	f.Apply("web-1", cur, &gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 8, BusyPercent: proto.Float64(55)}})
 	if err := f.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
@@ -103,7 +104,7 @@ func TestListServers(t *testing.T) {
 		Full:            true,
 		CollectedUnixMs: time.Now().UnixMilli(),
 		Host:            &gridcityv1.HostInfo{Hostname: "web-1", Os: "debian", OsVersion: "12", Kernel: "6.1", Arch: "amd64", BootUnix: time.Now().Add(-time.Hour).Unix()},
-		Cpu:             &gridcityv1.CPU{Cores: 2, BusyPercent: 12.34, Load1: 0.5},
+		Cpu:             &gridcityv1.CPU{Cores: 2, BusyPercent: proto.Float64(12.34), Load1: 0.5},
 		Memory:          &gridcityv1.Memory{TotalBytes: 1 << 30, UsedPercent: 40},
 		Disks:           &gridcityv1.Disks{Items: []*gridcityv1.Disk{{Mount: "/", Filesystem: "ext4", UsedPercent: 91}}},
 		Listeners:       &gridcityv1.Listeners{Items: []*gridcityv1.Listener{{Proto: "tcp", Address: "0.0.0.0", Port: 5432, Process: "postgres"}, {Proto: "tcp", Address: "0.0.0.0", Port: 22, Process: "sshd"}}},
