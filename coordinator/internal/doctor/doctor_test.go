@@ -183,6 +183,23 @@ func TestLadders(t *testing.T) {
 			},
 		},
 		{
+			name: "units not reported yet are unknown, not none",
+			servers: servers{dbHost(nil), func() fleet.Server {
+				s := server("web-1", "10.0.4.10")
+				s.State.FailedUnits = nil // an agent that has not sent them, and no gap
+				return s
+			}()},
+			target: "web-1",
+			ladder: "agent=pass host=pass service=warn port=skip reachable=skip handshake=skip dependencies=pass",
+			check: func(t *testing.T, rep Report) {
+				for _, r := range rep.Ladder {
+					if r.Rung == RungService && (r.Status != Warn || strings.Contains(r.Detail, "no failed units") || !strings.Contains(r.Detail, "failed units unknown (failed_units: not reported by the agent)")) {
+						t.Errorf("service rung %+v; want warn, failed units unknown", r)
+					}
+				}
+			},
+		},
+		{
 			name: "units not collected are unknown, not fine",
 			servers: servers{dbHost(nil), func() fleet.Server {
 				s := server("web-1", "10.0.4.10")

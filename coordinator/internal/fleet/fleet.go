@@ -448,14 +448,17 @@ func (f *Fleet) Flush(ctx context.Context) error {
 	var samples []store.MetricSample
 	now := f.now()
 	for _, s := range f.servers {
-		if s.sample {
+		// A sample needs every figure it stores: an unknown busy share or
+		// memory (an agent's first sample, a failed collector) stored as 0
+		// would draw a dip to idle in the history.
+		if c := s.State.GetCpu(); s.sample && c != nil && c.BusyPercent != nil && s.State.GetMemory() != nil {
 			samples = append(samples, store.MetricSample{
 				Server: s.Name, At: now,
-				CPUPercent: s.State.GetCpu().GetBusyPercent(), MemoryPercent: s.State.GetMemory().GetUsedPercent(),
-				Load1: s.State.GetCpu().GetLoad1(),
+				CPUPercent: c.GetBusyPercent(), MemoryPercent: s.State.GetMemory().GetUsedPercent(),
+				Load1: c.GetLoad1(),
 			})
-			s.sample = false
 		}
+		s.sample = false
 		if !s.dirty {
 			continue
 		}
