@@ -46,18 +46,16 @@ const (
 //
 // The literal secret covers it with a trailing line break (or CR LF) too,
 // and hex of it: those contain the secret's form. Each line of a multi-line
-// secret is masked on its own when it is at least MinMaskedSecret long, so
-// that part of a key file printed is masked too.
+// secret (without its CR) is masked on its own when it is at least
+// MinMaskedSecret long, so that part of a key file printed is masked too.
 func secretMasks(secret []byte) [][]byte {
 	if len(secret) < MinMaskedSecret {
 		return nil
 	}
 	vals := [][]byte{secret}
-	if bytes.IndexByte(secret, '\n') >= 0 {
-		for line := range bytes.SplitSeq(secret, []byte("\n")) {
-			if line = bytes.TrimSuffix(line, []byte("\r")); len(line) >= MinMaskedSecret {
-				vals = append(vals, line)
-			}
+	for line := range bytes.SplitSeq(secret, []byte("\n")) {
+		if line = bytes.TrimSuffix(line, []byte("\r")); len(line) >= MinMaskedSecret {
+			vals = append(vals, line)
 		}
 	}
 	if len(secret) > maxTransformed {
@@ -121,6 +119,15 @@ type masker struct {
 	values [][]byte
 	// longest is the length of the longest value.
 	longest int
+	// borders[k] is the KMP failure table of values[k]: borders[k][i] is
+	// the length of the longest proper prefix of values[k][:i+1] that is
+	// also its suffix.
+	borders [][]int
+	// next[k] is where values[k] next occurs in the buffer of the current
+	// write, at or after the scan position; -1 when it does not occur
+	// again, -2 when not looked for yet. Remembered, it keeps a scan that
+	// finds many matches linear rather than quadratic.
+	next []int
 	// held is the end of the previous read that may begin a value.
 	held []byte
 }
@@ -131,6 +138,7 @@ func newMasker(values ...[]byte) *masker {
 		if len(v) > 0 {
 			m.values = append(m.values, v)
 			m.longest = max(m.longest, len(v))
+			m.borders = append(m.borders, borders(v))
 		}
 	}
 	return m
@@ -147,12 +155,15 @@ func (m *masker) write(p []byte, final bool) []byte {
 	out := make([]byte, 0, len(buf))
 	i := 0
 	hold := -1
+	m.next = m.next[:0]
+	for range m.values {
+		m.next = append(m.next, -2)
+	}
 	for i < len(buf) {
-		at, n := m.leftmost(buf[i:])
-		if at < 0 {
+		start, n := m.leftmost(buf, i)
+		if start < 0 {
 			break
 		}
-		start := i + at
 		// A longer value may begin at or before this match and end past
 		// what was read (values overlap: a line of the secret is inside
 		// the secret); masking this one now would pass on the longer
@@ -179,16 +190,18 @@ func (m *masker) write(p []byte, final bool) []byte {
 	return out
 }
 
-// leftmost finds the earliest occurrence of any value in b, the longest
-// value when several start at the same place.
-func (m *masker) leftmost(b []byte) (at, n int) {
+// leftmost finds the earliest occurrence of any value in buf at or after
+// i, the longest value when several start at the same place; -1 when none.
+func (m *masker) leftmost(buf []byte, i int) (at, n int) {
 	at = -1
-	for _, v := range m.values {
-		j := bytes.Index(b, v)
-		if j < 0 {
-			continue
+	for k, v := range m.values {
+		if m.next[k] == -2 || (m.next[k] >= 0 && m.next[k] < i) {
+			m.next[k] = -1
+			if j := bytes.Index(buf[i:], v); j >= 0 {
+				m.next[k] = i + j
+			}
 		}
-		if at < 0 || j < at || (j == at && len(v) > n) {
+		if j := m.next[k]; j >= 0 && (at < 0 || j < at || (j == at && len(v) > n)) {
 			at, n = j, len(v)
 		}
 	}
@@ -199,14 +212,43 @@ func (m *masker) leftmost(b []byte) (at, n int) {
 // value starts (len(buf) when none does). Only a suffix shorter than the
 // longest value can still grow into a match.
 func (m *masker) holdFrom(buf []byte, from int) int {
-	for j := max(from, len(buf)-m.longest+1); j < len(buf); j++ {
-		for _, v := range m.values {
-			if len(buf)-j < len(v) && bytes.HasPrefix(v, buf[j:]) {
-				return j
+	hold := len(buf)
+	for k, v := range m.values {
+		// Run the value's KMP automaton over the bytes a proper prefix of
+		// it could start in; its final state is the longest such prefix
+		// that ends buf: linear, where trying every start was quadratic.
+		b, q := m.borders[k], 0
+		for _, c := range buf[max(from, len(buf)-len(v)+1):] {
+			for q > 0 && v[q] != c {
+				q = b[q-1]
+			}
+			if v[q] == c {
+				q++
+			}
+			if q == len(v) {
+				q = b[q-1]
 			}
 		}
+		if q > 0 {
+			hold = min(hold, len(buf)-q)
+		}
 	}
-	return len(buf)
+	return hold
+}
+
+// borders returns the KMP failure table of v.
+func borders(v []byte) []int {
+	b := make([]int, len(v))
+	for i, q := 1, 0; i < len(v); i++ {
+		for q > 0 && v[i] != v[q] {
+			q = b[q-1]
+		}
+		if v[i] == v[q] {
+			q++
+		}
+		b[i] = q
+	}
+	return b
 }
 
 // ring keeps the last len(buf) bytes written to it.
