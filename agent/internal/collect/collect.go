@@ -240,7 +240,9 @@ func New(cfg Config, logger *slog.Logger) *Set {
 
 // Collect runs the collectors of the given tiers and returns an update
 // (full=false) holding the sections they produced; Gaps is always set and
-// holds every current gap of the Set, also those of tiers not run now. A
+// holds every current gap of the Set, also those of tiers not run now, and
+// a "not collected yet" gap for each collector whose first run has not
+// ended (its section is unknown, and absent, until then). A
 // collector that fails leaves its section unset and records a gap; its next
 // success clears it. A collector still busy in another Collect call when
 // ctx ends is skipped and keeps its previous gap.
