@@ -435,6 +435,8 @@ var sectionChecks = []struct {
 }{
 	{"host", func(st *gridcityv1.StateUpdate) bool { return st.GetHost() != nil }},
 	{"cpu", func(st *gridcityv1.StateUpdate) bool { return st.GetCpu() != nil }},
+	// Until its second sample an agent sends the cpu without a busy share.
+	{"cpu:busy", func(st *gridcityv1.StateUpdate) bool { return st.GetCpu() == nil || st.GetCpu().BusyPercent != nil }},
 	{"memory", func(st *gridcityv1.StateUpdate) bool { return st.GetMemory() != nil }},
 	{"disks", func(st *gridcityv1.StateUpdate) bool { return st.GetDisks() != nil }},
 	{"sockets", func(st *gridcityv1.StateUpdate) bool { return st.GetListeners() != nil }},
@@ -458,7 +460,7 @@ func absentGaps(st *gridcityv1.StateUpdate, have []GapView) []GapView {
 	for _, sc := range sectionChecks {
 		if sc.present(st) || slices.ContainsFunc(have, func(g GapView) bool {
 			name, _, _ := strings.Cut(g.Check, ":")
-			return name == sc.check
+			return g.Check == sc.check || name == sc.check
 		}) {
 			continue
 		}

@@ -392,13 +392,17 @@ func TestListServersUnknownIsAbsent(t *testing.T) {
 		Host: &gridcityv1.HostInfo{Hostname: "fresh-1"}, Cpu: &gridcityv1.CPU{Cores: 4, Load1: 0.5}, Memory: &gridcityv1.Memory{TotalBytes: 1 << 30},
 		Disks: &gridcityv1.Disks{}, Listeners: &gridcityv1.Listeners{}, FailedUnits: &gridcityv1.Units{}, Containers: &gridcityv1.Containers{},
 		Gaps: &gridcityv1.Gaps{Items: []*gridcityv1.Gap{{Check: "cpu:busy", Reason: "not collected yet: two samples"}, {Check: "updates", Reason: notYet}}}})
+	id = f.Connect(&gridcityv1.Hello{Name: "busy-1"}) // cpu without a busy share, and no gap for it
+	f.Apply("busy-1", id, &gridcityv1.StateUpdate{Full: true, CollectedUnixMs: now.UnixMilli(), Host: &gridcityv1.HostInfo{Hostname: "busy-1"},
+		Cpu: &gridcityv1.CPU{Cores: 2}, Memory: &gridcityv1.Memory{TotalBytes: 1 << 30}, Disks: &gridcityv1.Disks{}, Listeners: &gridcityv1.Listeners{},
+		FailedUnits: &gridcityv1.Units{}, Containers: &gridcityv1.Containers{}, Updates: &gridcityv1.Updates{Manager: "apt"}})
 	id = f.Connect(&gridcityv1.Hello{Name: "older-1"})
 	f.Apply("older-1", id, &gridcityv1.StateUpdate{Full: true, CollectedUnixMs: now.UnixMilli(), Host: &gridcityv1.HostInfo{Hostname: "older-1"}})
 	d := Deps{Fleet: f, Store: enrolledStore{Store: st}, Logger: slog.New(slog.DiscardHandler)}
 
 	out, err := listServers(ctx, d, ListServersInput{}, now)
-	if err != nil || len(out.Servers) != 2 {
-		t.Fatalf("got %d servers, %v; want 2", len(out.Servers), err)
+	if err != nil || len(out.Servers) != 3 {
+		t.Fatalf("got %d servers, %v; want 3", len(out.Servers), err)
 	}
 	gapChecks := func(v ServerView) []string {
 		var cs []string
@@ -407,7 +411,10 @@ func TestListServersUnknownIsAbsent(t *testing.T) {
 		}
 		return cs
 	}
-	fresh, older := out.Servers[0], out.Servers[1]
+	busy, fresh, older := out.Servers[0], out.Servers[1], out.Servers[2]
+	if got := gapChecks(busy); !slices.Equal(got, []string{"cpu:busy"}) || busy.CPU == nil || busy.CPU.BusyPercent != nil || busy.Updates == nil || busy.Updates.Pending != 0 {
+		t.Errorf("busy-1: cpu %+v, updates %+v, gaps %v; want no busy share with a cpu:busy gap, and the 0 pending it reported", busy.CPU, busy.Updates, got)
+	}
 	b, _ := json.Marshal(fresh)
 	js := string(b)
 	for _, absent := range []string{`"updates":`, `"busyPercent"`, `"pending"`} {
