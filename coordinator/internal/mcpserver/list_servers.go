@@ -147,9 +147,10 @@ type UnitView struct {
 }
 
 type UpdatesView struct {
-	Pending  uint32 `json:"pending"`
-	Security uint32 `json:"security"`
-	Manager  string `json:"manager,omitempty"`
+	Pending   uint32 `json:"pending"`
+	Security  uint32 `json:"security"`
+	Manager   string `json:"manager,omitempty"`
+	CheckedAt string `json:"checkedAt,omitempty" jsonschema:"when the package manager was last asked (RFC 3339); the agent asks every 30 min by default"`
 }
 
 type GapView struct {
@@ -374,7 +375,7 @@ func viewServer(srv fleet.Server, now time.Time) ServerView {
 			SwapTotalBytes: m.GetSwapTotalBytes(), SwapUsedBytes: m.GetSwapUsedBytes()}
 	}
 	if u := st.GetUpdates(); u != nil {
-		v.Updates = &UpdatesView{Pending: u.GetPending(), Security: u.GetSecurity(), Manager: u.GetManager()}
+		v.Updates = &UpdatesView{Pending: u.GetPending(), Security: u.GetSecurity(), Manager: u.GetManager(), CheckedAt: unixTime(u.GetCheckedUnix())}
 	}
 	if d := st.GetDisks(); d != nil {
 		v.Disks = []DiskView{}

@@ -395,7 +395,7 @@ func TestListServersUnknownIsAbsent(t *testing.T) {
 	id = f.Connect(&gridcityv1.Hello{Name: "busy-1"}) // cpu without a busy share, and no gap for it
 	f.Apply("busy-1", id, &gridcityv1.StateUpdate{Full: true, CollectedUnixMs: now.UnixMilli(), Host: &gridcityv1.HostInfo{Hostname: "busy-1"},
 		Cpu: &gridcityv1.CPU{Cores: 2}, Memory: &gridcityv1.Memory{TotalBytes: 1 << 30}, Disks: &gridcityv1.Disks{}, Listeners: &gridcityv1.Listeners{},
-		FailedUnits: &gridcityv1.Units{}, Containers: &gridcityv1.Containers{}, Updates: &gridcityv1.Updates{Manager: "apt"}})
+		FailedUnits: &gridcityv1.Units{}, Containers: &gridcityv1.Containers{}, Updates: &gridcityv1.Updates{Manager: "apt", CheckedUnix: now.Add(-time.Minute).Unix()}})
 	id = f.Connect(&gridcityv1.Hello{Name: "older-1"})
 	f.Apply("older-1", id, &gridcityv1.StateUpdate{Full: true, CollectedUnixMs: now.UnixMilli(), Host: &gridcityv1.HostInfo{Hostname: "older-1"}})
 	d := Deps{Fleet: f, Store: enrolledStore{Store: st}, Logger: slog.New(slog.DiscardHandler)}
@@ -412,8 +412,9 @@ func TestListServersUnknownIsAbsent(t *testing.T) {
 		return cs
 	}
 	busy, fresh, older := out.Servers[0], out.Servers[1], out.Servers[2]
-	if got := gapChecks(busy); !slices.Equal(got, []string{"cpu:busy"}) || busy.CPU == nil || busy.CPU.BusyPercent != nil || busy.Updates == nil || busy.Updates.Pending != 0 {
-		t.Errorf("busy-1: cpu %+v, updates %+v, gaps %v; want no busy share with a cpu:busy gap, and the 0 pending it reported", busy.CPU, busy.Updates, got)
+	if got := gapChecks(busy); !slices.Equal(got, []string{"cpu:busy"}) || busy.CPU == nil || busy.CPU.BusyPercent != nil || busy.Updates == nil || busy.Updates.Pending != 0 ||
+		busy.Updates.CheckedAt != rfc3339(now.Add(-time.Minute).Truncate(time.Second)) {
+		t.Errorf("busy-1: cpu %+v, updates %+v, gaps %v; want no busy share with a cpu:busy gap, and the 0 pending it reported with when", busy.CPU, busy.Updates, got)
 	}
 	b, _ := json.Marshal(fresh)
 	js := string(b)
