@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gridcity/gridcity/coordinator/internal/simfleet"
 )
@@ -121,9 +122,9 @@ func TestHostileAgentCannotBreakTheFleetView(t *testing.T) {
 	h := enrollHostile(t, c, "hostile-1")
 	s := h.session()
 	sendAndSync(t, s, stateMsg(&gridcityv1.StateUpdate{Full: true, CollectedUnixMs: time.Now().UnixMilli(),
-		Host: &gridcityv1.HostInfo{Hostname: "hostile-1", Os: "debian", Kernel: "6.1"}, Cpu: &gridcityv1.CPU{Cores: 4, BusyPercent: 10, Load1: 0.5},
+		Host: &gridcityv1.HostInfo{Hostname: "hostile-1", Os: "debian", Kernel: "6.1"}, Cpu: &gridcityv1.CPU{Cores: 4, BusyPercent: proto.Float64(10), Load1: 0.5},
 		Memory: &gridcityv1.Memory{TotalBytes: 8 << 30, UsedBytes: 1 << 30, UsedPercent: 12.5}}))
-	s.Send(stateMsg(&gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 4, BusyPercent: 10, Load1: math.NaN()}}))
+	s.Send(stateMsg(&gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 4, BusyPercent: proto.Float64(10), Load1: math.NaN()}}))
 	_, err := s.Recv()
 	for err == nil {
 		_, err = s.Recv()
@@ -138,7 +139,7 @@ func TestHostileAgentCannotBreakTheFleetView(t *testing.T) {
 		{stateMsg(&gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 4, Load5: math.Inf(-1)}}), "state.cpu.load5 = -Inf"},
 		{stateMsg(&gridcityv1.StateUpdate{Disks: &gridcityv1.Disks{Items: []*gridcityv1.Disk{{Mount: "/", TotalBytes: 10}, {Mount: "/srv", TotalBytes: 10, UsedBytes: math.MaxUint64 - 4}}}}),
 			"state.disks[1].usedBytes = 18446744073709551611 (-5 as a signed number): a size cannot be negative"},
-		{stateMsg(&gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 4, BusyPercent: 250}}), "state.cpu.busyPercent = 250: a percentage is between 0 and 100"},
+		{stateMsg(&gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 4, BusyPercent: proto.Float64(250)}}), "state.cpu.busyPercent = 250: a percentage is between 0 and 100"},
 		{stateMsg(&gridcityv1.StateUpdate{Listeners: &gridcityv1.Listeners{Items: []*gridcityv1.Listener{{Proto: "tcp", Port: 70000}}}}), "state.listeners[0].port = 70000"},
 		{stateMsg(&gridcityv1.StateUpdate{CollectedUnixMs: time.Now().Add(time.Hour).UnixMilli()}), "ahead of the coordinator's clock"},
 		{&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_ProbeResult{ProbeResult: &gridcityv1.ProbeResult{ProbeId: "x", Metrics: map[string]float64{"days_left": math.NaN()}}}},
@@ -184,7 +185,7 @@ func TestHostileAgentCannotBreakTheFleetView(t *testing.T) {
 	}
 	c.start()
 	check("after a restart")
-	wantRefusal(t, h.refused(stateMsg(&gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{BusyPercent: math.NaN()}})), "state.cpu.busyPercent = NaN")
+	wantRefusal(t, h.refused(stateMsg(&gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{BusyPercent: proto.Float64(math.NaN())}})), "state.cpu.busyPercent = NaN")
 	c.waitStatus(tok, "good-1", "online", 30*time.Second)
 	check("after the real agent reconnected")
 }

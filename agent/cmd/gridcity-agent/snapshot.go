@@ -15,9 +15,19 @@ const gib = 1 << 30
 func printSnapshot(w io.Writer, st *gridcityv1.StateUpdate) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	h, c, m := st.GetHost(), st.GetCpu(), st.GetMemory()
-	fmt.Fprintf(tw, "host\t%s\t%s %s, kernel %s, %s, up %s\n", h.GetHostname(), h.GetOs(), h.GetOsVersion(), h.GetKernel(), h.GetArch(), (time.Duration(h.GetUptimeSeconds()) * time.Second).String())
-	fmt.Fprintf(tw, "cpu\t%d cores\t%.1f%% busy, load %.2f %.2f %.2f\n", c.GetCores(), c.GetBusyPercent(), c.GetLoad1(), c.GetLoad5(), c.GetLoad15())
-	fmt.Fprintf(tw, "memory\t%.1f GiB\t%.1f%% used, swap %.1f/%.1f GiB\n", float64(m.GetTotalBytes())/gib, m.GetUsedPercent(), float64(m.GetSwapUsedBytes())/gib, float64(m.GetSwapTotalBytes())/gib)
+	if h != nil {
+		fmt.Fprintf(tw, "host\t%s\t%s %s, kernel %s, %s, up %s\n", h.GetHostname(), h.GetOs(), h.GetOsVersion(), h.GetKernel(), h.GetArch(), (time.Duration(h.GetUptimeSeconds()) * time.Second).String())
+	}
+	if c != nil {
+		busy := "busy unknown"
+		if c.BusyPercent != nil {
+			busy = fmt.Sprintf("%.1f%% busy", c.GetBusyPercent())
+		}
+		fmt.Fprintf(tw, "cpu\t%d cores\t%s, load %.2f %.2f %.2f\n", c.GetCores(), busy, c.GetLoad1(), c.GetLoad5(), c.GetLoad15())
+	}
+	if m != nil {
+		fmt.Fprintf(tw, "memory\t%.1f GiB\t%.1f%% used, swap %.1f/%.1f GiB\n", float64(m.GetTotalBytes())/gib, m.GetUsedPercent(), float64(m.GetSwapUsedBytes())/gib, float64(m.GetSwapTotalBytes())/gib)
+	}
 	for _, d := range st.GetDisks().GetItems() {
 		fmt.Fprintf(tw, "disk\t%s\t%s %.1f GiB, %.1f GiB free, %.1f%% used, inodes %.1f%%\n", d.GetMount(), d.GetFilesystem(), float64(d.GetTotalBytes())/gib, float64(d.GetAvailableBytes())/gib, d.GetUsedPercent(), d.GetInodesUsedPercent())
 	}

@@ -13,8 +13,8 @@ func TestChanges(t *testing.T) {
 	host := &gridcityv1.HostInfo{Hostname: "db1", Os: "debian", UptimeSeconds: 100, BootUnix: 1733140800}
 	hostLater := &gridcityv1.HostInfo{Hostname: "db1", Os: "debian", UptimeSeconds: 400, BootUnix: 1733140800}
 	hostRenamed := &gridcityv1.HostInfo{Hostname: "db2", Os: "debian", UptimeSeconds: 400, BootUnix: 1733140800}
-	cpu := &gridcityv1.CPU{Cores: 4, BusyPercent: 10}
-	cpuBusy := &gridcityv1.CPU{Cores: 4, BusyPercent: 90}
+	cpu := &gridcityv1.CPU{Cores: 4, BusyPercent: proto.Float64(10)}
+	cpuBusy := &gridcityv1.CPU{Cores: 4, BusyPercent: proto.Float64(90)}
 	mem := &gridcityv1.Memory{TotalBytes: 100}
 	gaps := &gridcityv1.Gaps{Items: []*gridcityv1.Gap{{Check: "containers", Reason: "docker socket /var/run/docker.sock: connect: no such file or directory"}}}
 	noGaps := &gridcityv1.Gaps{}
@@ -82,8 +82,8 @@ func TestChanges(t *testing.T) {
 }
 
 func TestMerge(t *testing.T) {
-	cpu := &gridcityv1.CPU{Cores: 4, BusyPercent: 10}
-	cpuBusy := &gridcityv1.CPU{Cores: 4, BusyPercent: 90}
+	cpu := &gridcityv1.CPU{Cores: 4, BusyPercent: proto.Float64(10)}
+	cpuBusy := &gridcityv1.CPU{Cores: 4, BusyPercent: proto.Float64(90)}
 	disks := &gridcityv1.Disks{Items: []*gridcityv1.Disk{{Mount: "/"}, {Mount: "/srv"}}}
 	fewerDisks := &gridcityv1.Disks{Items: []*gridcityv1.Disk{{Mount: "/"}}}
 	gaps := &gridcityv1.Gaps{Items: []*gridcityv1.Gap{{Check: "updates", Reason: "x"}}}

@@ -198,6 +198,13 @@ type entry struct {
 	// lock serialises runs of this collector across concurrent Collect
 	// calls; a channel so that waiting for it respects ctx.
 	lock chan struct{}
+
+	// Until its first run ends (done) a collector has neither a section
+	// nor a gap of its own; gapList says it is not collected yet, and
+	// since when and until when its first run goes, when one has started.
+	// Guarded by Set.mu.
+	done            bool
+	started, before time.Time
 }
 
 // Set is the collectors of one agent with their state and the current gaps.
@@ -233,7 +240,9 @@ func New(cfg Config, logger *slog.Logger) *Set {
 
 // Collect runs the collectors of the given tiers and returns an update
 // (full=false) holding the sections they produced; Gaps is always set and
-// holds every current gap of the Set, also those of tiers not run now. A
+// holds every current gap of the Set, also those of tiers not run now, and
+// a "not collected yet" gap for each collector whose first run has not
+// ended (its section is unknown, and absent, until then). A
 // collector that fails leaves its section unset and records a gap; its next
 // success clears it. A collector still busy in another Collect call when
 // ctx ends is skipped and keeps its previous gap.
@@ -270,6 +279,12 @@ func (s *Set) run(ctx context.Context, e *entry, out *gridcityv1.StateUpdate) {
 	}
 	defer func() { <-e.lock }()
 
+	s.mu.Lock()
+	if !e.done && e.started.IsZero() {
+		e.started = time.Now()
+		e.before, _ = ctx.Deadline()
+	}
+	s.mu.Unlock()
 	n := &notes{name: e.name}
 	// The collector writes into its own scratch message so that a panic
 	// half-way cannot leave a half-filled section in out.
@@ -283,7 +298,7 @@ func (s *Set) run(ctx context.Context, e *entry, out *gridcityv1.StateUpdate) {
 	} else {
 		n.gaps = append(n.gaps, &gridcityv1.Gap{Check: e.name, Reason: clean(err.Error(), maxReason)})
 	}
-	s.setGaps(e.name, n.gaps)
+	s.setGaps(e, n.gaps)
 }
 
 // safeUpdate turns a collector's panic into its error: a parser bug meeting
@@ -301,8 +316,10 @@ func (s *Set) safeUpdate(ctx context.Context, e *entry, out *gridcityv1.StateUpd
 
 // setGaps replaces the gaps of one collector and logs the transitions, so
 // that a gap shows once in the log rather than every sample.
-func (s *Set) setGaps(name string, gaps []*gridcityv1.Gap) {
+func (s *Set) setGaps(e *entry, gaps []*gridcityv1.Gap) {
+	name := e.name
 	s.mu.Lock()
+	e.done = true
 	old := s.gaps[name]
 	if len(gaps) == 0 {
 		delete(s.gaps, name)
@@ -338,6 +355,11 @@ func (s *Set) gapList() *gridcityv1.Gaps {
 	for _, gaps := range s.gaps {
 		list.Items = append(list.Items, gaps...)
 	}
+	for _, e := range s.entries {
+		if !e.done {
+			list.Items = append(list.Items, &gridcityv1.Gap{Check: e.name, Reason: e.notYet()})
+		}
+	}
 	sort.Slice(list.Items, func(i, j int) bool {
 		a, b := list.Items[i], list.Items[j]
 		if a.GetCheck() != b.GetCheck() {
@@ -346,6 +368,36 @@ func (s *Set) gapList() *gridcityv1.Gaps {
 		return a.GetReason() < b.GetReason()
 	})
 	return list
+}
+
+// notYet is the gap of a collector whose first run has not ended: its
+// facts are unknown, which a zero must never stand for (0 pending updates
+// on a host with 129). The caller holds Set.mu.
+func (e *entry) notYet() string {
+	at := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+	switch {
+	case e.started.IsZero():
+		return fmt.Sprintf("not collected yet: the %s check has not run yet; it runs %s", e.name, e.tier.schedule())
+	case e.before.IsZero():
+		return fmt.Sprintf("not collected yet: the first %s check is running since %s", e.name, at(e.started))
+	}
+	return fmt.Sprintf("not collected yet: the first %s check is running since %s; its result is expected by %s (its time limit)", e.name, at(e.started), at(e.before))
+}
+
+// schedule says when the agent runs a tier, for a gap (the coordinator's
+// settings can change the intervals).
+func (t Tier) schedule() string {
+	switch t {
+	case TierFast:
+		return "every 5 s by default"
+	case TierMedium:
+		return "every 30 s by default"
+	case TierSlow:
+		return "every 5 min by default"
+	case TierUpdates:
+		return "right after the agent connects, then every 30 min by default; a package manager can take minutes"
+	}
+	return "at its tier's interval"
 }
 
 // unsupported is the collector of a platform that lacks a fact's source.

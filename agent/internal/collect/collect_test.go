@@ -218,3 +218,46 @@ func benchmarkTiers(b *testing.B, tiers ...Tier) {
 		s.Collect(ctx, tiers...)
 	}
 }
+
+// blockingUpdates fills the updates section once release is closed,
+// after saying on started that it runs.
+type blockingUpdates struct{ started, release chan struct{} }
+
+func (b blockingUpdates) update(ctx context.Context, out *gridcityv1.StateUpdate, _ *notes) error {
+	close(b.started)
+	<-b.release
+	out.Updates = &gridcityv1.Updates{Pending: 129, Security: 3, Manager: "apt"}
+	return nil
+}
+
+// TestNotCollectedYet: a section whose collector has not finished a run is
+// absent, with a gap that says so and when to expect it, never a zero
+// (an agent used to report updates {pending: 0} before its first apt run).
+func TestNotCollectedYet(t *testing.T) {
+	b := blockingUpdates{started: make(chan struct{}), release: make(chan struct{})}
+	s := testSet(map[string]collector{"cpu": &fakeCollector{}}, TierFast)
+	s.entries = append(s.entries, &entry{name: "updates", tier: TierUpdates, c: b, lock: make(chan struct{}, 1)})
+
+	u := s.Collect(context.Background(), TierFast, TierMedium, TierSlow)
+	if u.Updates != nil || !strings.HasPrefix(gapText(u), "updates: not collected yet: the updates check has not run yet; it runs right after the agent connects") {
+		t.Fatalf("before the first run: got updates %v, gaps %q; want no section and a not-collected-yet gap", u.Updates, gapText(u))
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	done := make(chan *gridcityv1.StateUpdate)
+	go func() { done <- s.Collect(ctx, TierUpdates) }()
+	<-b.started
+	u = s.Collect(context.Background(), TierFast)
+	want := "updates: not collected yet: the first updates check is running since "
+	if u.Updates != nil || !strings.HasPrefix(gapText(u), want) || !strings.HasSuffix(gapText(u), "its result is expected by "+deadline.UTC().Format(time.RFC3339)+" (its time limit)") {
+		t.Fatalf("while running: got updates %v, gaps %q; want no section and %q… expected by the run's deadline", u.Updates, gapText(u), want)
+	}
+
+	close(b.release)
+	u = <-done
+	if u.GetUpdates().GetPending() != 129 || gapText(u) != "" {
+		t.Fatalf("after the run: got updates %v, gaps %q; want the section and no gap", u.Updates, gapText(u))
+	}
+}

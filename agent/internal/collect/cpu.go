@@ -83,19 +83,26 @@ func parseStat(lines iter.Seq[[]byte]) (cpuTimes, error) {
 	return t, nil
 }
 
-// busyPercent is the share of ticks spent busy between two samples. The
-// first sample (prev zero) covers the time since boot. Counters that went
-// back (a cpu taken offline takes its ticks with it) restart from boot too;
-// no new ticks keep the last figure rather than invent one.
-func busyPercent(prev, cur cpuTimes, last float64) float64 {
-	if cur.total < prev.total || cur.busy < prev.busy {
-		prev = cpuTimes{}
+// busyPercent is the share of ticks spent busy between two samples, nil
+// with the reason when there is no such share yet. The first sample (prev
+// zero) has nothing to compare with: the counters alone give the average
+// since boot, which says nothing about now, so the share is unknown until
+// the second. Counters that went back (a cpu taken offline takes its ticks
+// with it) make it unknown again for one sample; no new ticks keep the
+// last figure rather than invent one.
+func busyPercent(prev, cur cpuTimes, last *float64) (*float64, string) {
+	switch {
+	case prev.total == 0:
+		return nil, "not collected yet: the busy share is measured between two samples, and the second is taken at the next fast tick (every 5 s by default)"
+	case cur.total < prev.total || cur.busy < prev.busy:
+		return nil, "the cpu counters went back (a cpu went offline?); the busy share is measured again from the next sample"
+	case cur.total == prev.total && last == nil:
+		return nil, "not collected yet: no cpu time passed between the first samples"
+	case cur.total == prev.total:
+		return last, ""
 	}
-	dt := cur.total - prev.total
-	if dt == 0 {
-		return last
-	}
-	return percent(float64(cur.busy-prev.busy), float64(dt))
+	p := percent(float64(cur.busy-prev.busy), float64(cur.total-prev.total))
+	return &p, ""
 }
 
 // parseLoadavg reads "0.52 0.58 0.59 1/1234 5678".
@@ -150,7 +157,7 @@ func parseCPUModel(lines iter.Seq[[]byte]) string {
 }
 
 // cpuSection builds the section from one sample.
-func cpuSection(t cpuTimes, busy, l1, l5, l15 float64, model string) *gridcityv1.CPU {
+func cpuSection(t cpuTimes, busy *float64, l1, l5, l15 float64, model string) *gridcityv1.CPU {
 	return &gridcityv1.CPU{
 		Cores:       t.cores,
 		BusyPercent: busy,

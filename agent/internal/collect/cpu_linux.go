@@ -16,7 +16,7 @@ type cpuCollector struct {
 	sc                           *lineScanner
 
 	prev      cpuTimes
-	busy      float64
+	busy      *float64 // nil until two samples
 	model     string
 	modelRead bool
 }
@@ -30,7 +30,7 @@ func newCPUCollector(cfg Config, _ *slog.Logger) collector {
 	}
 }
 
-func (c *cpuCollector) update(_ context.Context, out *gridcityv1.StateUpdate, _ *notes) error {
+func (c *cpuCollector) update(_ context.Context, out *gridcityv1.StateUpdate, n *notes) error {
 	var t cpuTimes
 	err := scanFile(c.sc, c.statPath, maxStatLines, func(s *lineScanner) (err error) {
 		t, err = parseStat(s.lines())
@@ -55,8 +55,11 @@ func (c *cpuCollector) update(_ context.Context, out *gridcityv1.StateUpdate, _ 
 		})
 		c.modelRead = true
 	}
-	c.busy = busyPercent(c.prev, t, c.busy)
-	c.prev = t
+	busy, why := busyPercent(c.prev, t, c.busy)
+	if busy == nil {
+		n.add("busy", why)
+	}
+	c.busy, c.prev = busy, t
 	out.Cpu = cpuSection(t, c.busy, l1, l5, l15, c.model)
 	return nil
 }

@@ -3,6 +3,7 @@ package collect
 import (
 	"math"
 	"os"
+	"strconv"
 	"testing"
 )
 
@@ -68,29 +69,46 @@ func FuzzParseStat(f *testing.F) {
 		if got.busy > got.total || got.cores > maxCores {
 			t.Fatalf("got %+v: busy above total or too many cores", got)
 		}
-		if p := busyPercent(cpuTimes{}, got, 0); p < 0 || p > 100 || math.IsNaN(p) {
-			t.Fatalf("busy percent %v out of [0, 100]", p)
+		if p, _ := busyPercent(cpuTimes{}, got, nil); p != nil {
+			t.Fatalf("first sample: busy %v; want unknown", *p)
+		}
+		half := cpuTimes{busy: got.busy / 2, total: got.total / 2}
+		if p, _ := busyPercent(half, got, nil); p != nil && (*p < 0 || *p > 100 || math.IsNaN(*p)) {
+			t.Fatalf("busy percent %v out of [0, 100]", *p)
 		}
 	})
 }
 
 func TestBusyPercent(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
 	tests := []struct {
 		name       string
 		prev, cur  cpuTimes
-		last, want float64
+		last, want *float64
 	}{
-		{"first sample is since boot", cpuTimes{}, cpuTimes{busy: 25, total: 100}, 0, 25},
-		{"delta", cpuTimes{busy: 25, total: 100}, cpuTimes{busy: 75, total: 200}, 25, 50},
-		{"idle", cpuTimes{busy: 25, total: 100}, cpuTimes{busy: 25, total: 200}, 25, 0},
-		{"no new ticks keeps the last figure", cpuTimes{busy: 25, total: 100}, cpuTimes{busy: 25, total: 100}, 42, 42},
-		{"counters went back: since boot", cpuTimes{busy: 500, total: 1000}, cpuTimes{busy: 10, total: 100}, 42, 10},
+		{"first sample is unknown, not since boot", cpuTimes{}, cpuTimes{busy: 25, total: 100}, nil, nil},
+		{"delta", cpuTimes{busy: 25, total: 100}, cpuTimes{busy: 75, total: 200}, f(25), f(50)},
+		{"idle", cpuTimes{busy: 25, total: 100}, cpuTimes{busy: 25, total: 200}, f(25), f(0)},
+		{"no new ticks keeps the last figure", cpuTimes{busy: 25, total: 100}, cpuTimes{busy: 25, total: 100}, f(42), f(42)},
+		{"no new ticks after the first: still unknown", cpuTimes{busy: 25, total: 100}, cpuTimes{busy: 25, total: 100}, nil, nil},
+		{"counters went back: unknown", cpuTimes{busy: 500, total: 1000}, cpuTimes{busy: 10, total: 100}, f(42), nil},
 	}
 	for _, tt := range tests {
-		if got := busyPercent(tt.prev, tt.cur, tt.last); got != tt.want {
-			t.Errorf("%s: got %v; want %v", tt.name, got, tt.want)
+		got, why := busyPercent(tt.prev, tt.cur, tt.last)
+		if (got == nil) != (tt.want == nil) || got != nil && *got != *tt.want {
+			t.Errorf("%s: got %v; want %v", tt.name, fmtPtr(got), fmtPtr(tt.want))
+		}
+		if got == nil && why == "" {
+			t.Errorf("%s: unknown without a reason", tt.name)
 		}
 	}
+}
+
+func fmtPtr(p *float64) string {
+	if p == nil {
+		return "unknown"
+	}
+	return strconv.FormatFloat(*p, 'g', -1, 64)
 }
 
 func TestParseLoadavg(t *testing.T) {

@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // nanCollector is a collector whose arithmetic went wrong.
 type nanCollector struct{ load float64 }
 
 func (c nanCollector) update(_ context.Context, out *gridcityv1.StateUpdate, _ *notes) error {
-	out.Cpu = &gridcityv1.CPU{Cores: 2, BusyPercent: 10, Load1: c.load}
+	out.Cpu = &gridcityv1.CPU{Cores: 2, BusyPercent: proto.Float64(10), Load1: c.load}
 	return nil
 }
 

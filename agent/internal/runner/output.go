@@ -1,22 +1,133 @@
 package runner
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/hex"
+	"net/url"
+	"slices"
+	"unicode/utf8"
+)
 
 // Mask replaces every occurrence of a secret in a command's output.
 const Mask = "********"
 
+// Bounds on what is masked (README, "What is promised about a secret").
+const (
+	// MinMaskedSecret is the shortest secret that is masked. A value of one
+	// to three bytes also matches unrelated output ("a" turns every a into
+	// Mask), which mangles it, and the stars' places give the value away
+	// anyway; such a secret is passed on as the command prints it.
+	MinMaskedSecret = 4
+	// minEncoded is the shortest transformed value masked: a base64 run of
+	// fewer characters turns up by chance in ordinary output too often.
+	// It drops only the unaligned base64 runs of a 4-byte secret.
+	minEncoded = 6
+	// maxTransformed bounds the secrets whose transforms are masked: each
+	// transform is up to three times the secret's length, and the masker
+	// holds back up to the longest one. A longer secret (a key file) is
+	// masked literally and line by line.
+	maxTransformed = 4 << 10
+)
+
+// secretMasks returns the values to mask for one secret: the secret, each
+// of its lines, and the forms an ordinary command turns it into by accident
+// (rev, base64, xxd -p, a URL). Nil for a secret shorter than
+// MinMaskedSecret. The forms, all of the whole secret:
+//
+//   - reversed, byte by byte and (for UTF-8 text) character by character;
+//   - hex, lower and upper case, as one run of digits;
+//   - base64, standard and URL alphabets, with and without padding, of the
+//     secret and of the secret with a trailing line break (echo | base64);
+//     and, for a secret inside a longer base64 stream, the characters that
+//     depend on the secret alone, at each of the three alignments a secret
+//     can have in the stream (its offset modulo 3);
+//   - percent-encoded, as a query value and as a path segment.
+//
+// The literal secret covers it with a trailing line break (or CR LF) too,
+// and hex of it: those contain the secret's form. Each line of a multi-line
+// secret (without its CR) is masked on its own when it is at least
+// MinMaskedSecret long, so that part of a key file printed is masked too.
+func secretMasks(secret []byte) [][]byte {
+	if len(secret) < MinMaskedSecret {
+		return nil
+	}
+	vals := [][]byte{secret}
+	for line := range bytes.SplitSeq(secret, []byte("\n")) {
+		if line = bytes.TrimSuffix(line, []byte("\r")); len(line) >= MinMaskedSecret {
+			vals = append(vals, line)
+		}
+	}
+	if len(secret) > maxTransformed {
+		return dedupe(vals)
+	}
+	rev := slices.Clone(secret)
+	slices.Reverse(rev)
+	vals = append(vals, rev)
+	if utf8.Valid(secret) {
+		runes := []rune(string(secret))
+		slices.Reverse(runes)
+		vals = append(vals, []byte(string(runes)))
+	}
+	h := hex.EncodeToString(secret)
+	vals = append(vals, []byte(h), bytes.ToUpper([]byte(h)))
+	withNL := append(slices.Clone(secret), '\n')
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+		raw := enc.WithPadding(base64.NoPadding)
+		for _, v := range [][]byte{secret, withNL} {
+			vals = append(vals, []byte(enc.EncodeToString(v)), []byte(raw.EncodeToString(v)))
+		}
+		for align := range 3 {
+			if c := base64Core(raw, secret, align); len(c) >= minEncoded {
+				vals = append(vals, c)
+			}
+		}
+	}
+	vals = append(vals, []byte(url.QueryEscape(string(secret))), []byte(url.PathEscape(string(secret))))
+	return dedupe(vals)
+}
+
+// base64Core returns the characters of a base64 stream that depend on the
+// secret alone when the secret starts at byte offset align (0–2, modulo 3)
+// of the stream: character i holds bits 6i to 6i+5, and the secret's bits
+// are 8·align to 8·(align+len)-1.
+func base64Core(enc *base64.Encoding, secret []byte, align int) []byte {
+	in := append(make([]byte, align, align+len(secret)), secret...)
+	out := enc.EncodeToString(in)
+	from, to := (8*align+5)/6, 8*(align+len(secret))/6
+	return []byte(out[from:to])
+}
+
+func dedupe(vals [][]byte) [][]byte {
+	var out [][]byte
+	for _, v := range vals {
+		if !slices.ContainsFunc(out, func(o []byte) bool { return bytes.Equal(o, v) }) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // masker replaces the secret values in one stream as it is read. A value
 // split across two reads is still found: the end of a read that could be
 // the start of a value is held back until the next read (or the end of the
-// stream) decides.
+// stream) decides, so a read is held back by less than the longest value.
 //
-// Every non-empty value is masked, however short. The trade-off: a value of
-// one to three bytes also matches unrelated output ("a" turns every a into
-// Mask), which mangles the output and lets a reader guess the value from
-// the context of the stars; leaving it unmasked would show it outright.
-// The approval card is the place to warn about short secrets.
+// Every non-empty value is masked, however short; secretMasks decides
+// which values a secret gives.
 type masker struct {
 	values [][]byte
+	// longest is the length of the longest value.
+	longest int
+	// borders[k] is the KMP failure table of values[k]: borders[k][i] is
+	// the length of the longest proper prefix of values[k][:i+1] that is
+	// also its suffix.
+	borders [][]int
+	// next[k] is where values[k] next occurs in the buffer of the current
+	// write, at or after the scan position; -1 when it does not occur
+	// again, -2 when not looked for yet. Remembered, it keeps a scan that
+	// finds many matches linear rather than quadratic.
+	next []int
 	// held is the end of the previous read that may begin a value.
 	held []byte
 }
@@ -26,6 +137,8 @@ func newMasker(values ...[]byte) *masker {
 	for _, v := range values {
 		if len(v) > 0 {
 			m.values = append(m.values, v)
+			m.longest = max(m.longest, len(v))
+			m.borders = append(m.borders, borders(v))
 		}
 	}
 	return m
@@ -42,17 +155,25 @@ func (m *masker) write(p []byte, final bool) []byte {
 	out := make([]byte, 0, len(buf))
 	i := 0
 	hold := -1
+	m.next = m.next[:0]
+	for range m.values {
+		m.next = append(m.next, -2)
+	}
 	for i < len(buf) {
-		at, n := m.leftmost(buf[i:])
-		if at < 0 {
+		start, n := m.leftmost(buf, i)
+		if start < 0 {
 			break
 		}
-		start := i + at
-		if !final && m.longerMayFollow(buf[start:], n) {
-			// A longer value may begin where this shorter one matched;
-			// masking the shorter now would reveal the longer one's rest.
-			hold = start
-			break
+		// A longer value may begin at or before this match and end past
+		// what was read (values overlap: a line of the secret is inside
+		// the secret); masking this one now would pass on the longer
+		// one's other bytes, so the next read decides. Only a value that
+		// starts in the last longest-1 bytes can be unfinished.
+		if !final && start > len(buf)-m.longest {
+			if h := m.holdFrom(buf, i); h <= start {
+				hold = h
+				break
+			}
 		}
 		out = append(out, buf[i:start]...)
 		out = append(out, Mask...)
@@ -69,49 +190,65 @@ func (m *masker) write(p []byte, final bool) []byte {
 	return out
 }
 
-// leftmost finds the earliest occurrence of any value in b, the longest
-// value when several start at the same place.
-func (m *masker) leftmost(b []byte) (at, n int) {
+// leftmost finds the earliest occurrence of any value in buf at or after
+// i, the longest value when several start at the same place; -1 when none.
+func (m *masker) leftmost(buf []byte, i int) (at, n int) {
 	at = -1
-	for _, v := range m.values {
-		j := bytes.Index(b, v)
-		if j < 0 {
-			continue
+	for k, v := range m.values {
+		if m.next[k] == -2 || (m.next[k] >= 0 && m.next[k] < i) {
+			m.next[k] = -1
+			if j := bytes.Index(buf[i:], v); j >= 0 {
+				m.next[k] = i + j
+			}
 		}
-		if at < 0 || j < at || (j == at && len(v) > n) {
+		if j := m.next[k]; j >= 0 && (at < 0 || j < at || (j == at && len(v) > n)) {
 			at, n = j, len(v)
 		}
 	}
 	return at, n
 }
 
-// longerMayFollow reports whether rest, which starts with a match of n
-// bytes, is also a proper prefix of a longer value.
-func (m *masker) longerMayFollow(rest []byte, n int) bool {
-	for _, v := range m.values {
-		if len(v) > n && len(rest) < len(v) && bytes.HasPrefix(v, rest) {
-			return true
-		}
-	}
-	return false
-}
-
 // holdFrom returns where the longest suffix of buf[from:] that begins some
 // value starts (len(buf) when none does). Only a suffix shorter than the
 // longest value can still grow into a match.
 func (m *masker) holdFrom(buf []byte, from int) int {
-	longest := 0
-	for _, v := range m.values {
-		longest = max(longest, len(v))
-	}
-	for j := max(from, len(buf)-longest+1); j < len(buf); j++ {
-		for _, v := range m.values {
-			if len(buf)-j < len(v) && bytes.HasPrefix(v, buf[j:]) {
-				return j
+	hold := len(buf)
+	for k, v := range m.values {
+		// Run the value's KMP automaton over the bytes a proper prefix of
+		// it could start in; its final state is the longest such prefix
+		// that ends buf: linear, where trying every start was quadratic.
+		b, q := m.borders[k], 0
+		for _, c := range buf[max(from, len(buf)-len(v)+1):] {
+			for q > 0 && v[q] != c {
+				q = b[q-1]
+			}
+			if v[q] == c {
+				q++
+			}
+			if q == len(v) {
+				q = b[q-1]
 			}
 		}
+		if q > 0 {
+			hold = min(hold, len(buf)-q)
+		}
 	}
-	return len(buf)
+	return hold
+}
+
+// borders returns the KMP failure table of v.
+func borders(v []byte) []int {
+	b := make([]int, len(v))
+	for i, q := 1, 0; i < len(v); i++ {
+		for q > 0 && v[i] != v[q] {
+			q = b[q-1]
+		}
+		if v[i] == v[q] {
+			q++
+		}
+		b[i] = q
+	}
+	return b
 }
 
 // ring keeps the last len(buf) bytes written to it.

@@ -2,8 +2,16 @@ package runner
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	neturl "net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // maskAll is the masker fed in the given pieces, then ended.
@@ -252,5 +260,239 @@ func TestStreamMasksAcrossAuditBoundary(t *testing.T) {
 	}
 	if strings.Contains(string(kept), secret) || !strings.Contains(string(kept), Mask+"yyy") {
 		t.Errorf("kept tail %q; want the mask and no secret", kept[len(kept)-120:])
+	}
+}
+
+func TestSecretMasks(t *testing.T) {
+	const secret = "pa55?w/rd>~é!" // has bytes base64 and URLs encode differently
+	s := []byte(secret)
+	std, url64 := base64.StdEncoding, base64.URLEncoding
+	raw := func(e *base64.Encoding) *base64.Encoding { return e.WithPadding(base64.NoPadding) }
+	nl := append([]byte(secret), '\n')
+	// inStream is what base64 prints for the secret between other bytes.
+	inStream := func(e *base64.Encoding, before, after string) string {
+		return e.EncodeToString([]byte(before + secret + after))
+	}
+	tests := []struct {
+		name, secret, in string
+		// want is in with Mask for every "#".
+		want string
+	}{
+		{name: "literal", in: "pw=" + secret + ";", want: "pw=#;"},
+		{name: "echo with a line break", in: secret + "\n", want: "#\n"},
+		{name: "rev, by character", in: "!é~>dr/w?55ap\n", want: "#\n"},
+		{name: "reversed bytes", in: string(reversed(s)), want: "#"},
+		{name: "hex", in: hex.EncodeToString(s) + "\n", want: "#\n"},
+		{name: "hex upper", in: strings.ToUpper(hex.EncodeToString(s)), want: "#"},
+		{name: "hex of echo", in: hex.EncodeToString(nl), want: "#0a"},
+		{name: "base64", in: std.EncodeToString(s) + "\n", want: "#\n"},
+		{name: "base64 of echo", in: std.EncodeToString(nl) + "\n", want: "#\n"},
+		{name: "base64 unpadded", in: raw(std).EncodeToString(s) + ".", want: "#."},
+		{name: "base64url", in: url64.EncodeToString(s), want: "#"},
+		{name: "base64url of echo", in: url64.EncodeToString(nl), want: "#"},
+		{name: "base64url unpadded", in: raw(url64).EncodeToString(nl), want: "#"},
+		{name: "percent-encoded query", in: "?p=" + neturl.QueryEscape(secret) + "&", want: "?p=#&"},
+		{name: "percent-encoded path", in: "/" + neturl.PathEscape(secret) + "/", want: "/#/"},
+		{name: "multi-line secret, one line", secret: "-----BEGIN-----\r\nline two of it\r\n-----END-----", in: "x line two of it\n", want: "x #\n"},
+		{name: "multi-line secret, whole", secret: "first line\nsecond line", in: "<first line\nsecond line>", want: "<#>"},
+		{name: "short secret not masked", secret: "abc", in: "abc cba 616263 YWJj", want: "abc cba 616263 YWJj"},
+		{name: "four bytes masked", secret: "1234", in: "1234 4321 31323334", want: "# # #"},
+	}
+	// A secret inside a longer base64 stream, at each alignment.
+	for a, before := range []string{"", "u", "us", "use", "user"} {
+		// (The stream that is the secret alone, or with a line break, is
+		// masked whole: cases above.)
+		for _, after := range []string{"x", "~\n", "xyz!"} {
+			for _, e := range []*base64.Encoding{std, url64} {
+				enc := inStream(e, before, after)
+				lo, hi := (8*len(before)+5)/6, 8*(len(before)+len(secret))/6
+				tests = append(tests, struct{ name, secret, in, want string }{
+					name: fmt.Sprintf("base64 stream at offset %d, %d after", a, len(after)),
+					in:   enc, want: enc[:lo] + "#" + enc[hi:]})
+			}
+		}
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sec := secret
+			if tt.secret != "" {
+				sec = tt.secret
+			}
+			want := strings.ReplaceAll(tt.want, "#", Mask)
+			in := []byte(tt.in)
+			if got := maskAll(newMasker(secretMasks([]byte(sec))...), in); got != want {
+				t.Fatalf("got %q; want %q", got, want)
+			}
+			for i := range in {
+				if got := maskAll(newMasker(secretMasks([]byte(sec))...), in[:i], in[i:]); got != want {
+					t.Fatalf("split at %d: got %q; want %q", i, got, want)
+				}
+			}
+		})
+	}
+}
+
+func reversed(b []byte) []byte {
+	r := bytes.Clone(b)
+	for i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {
+		r[i], r[j] = r[j], r[i]
+	}
+	return r
+}
+
+// secretForms is every form of secret that the masker promises to mask,
+// worked out here independently of secretMasks: the README's list.
+func secretForms(secret []byte, rng *rand.Rand) [][]byte {
+	if len(secret) < MinMaskedSecret {
+		return nil
+	}
+	forms := [][]byte{secret}
+	for _, line := range strings.Split(string(secret), "\n") {
+		if line = strings.TrimSuffix(line, "\r"); len(line) >= MinMaskedSecret {
+			forms = append(forms, []byte(line))
+		}
+	}
+	if len(secret) > maxTransformed {
+		return forms
+	}
+	forms = append(forms, reversed(secret), []byte(hex.EncodeToString(secret)), []byte(strings.ToUpper(hex.EncodeToString(secret))))
+	if utf8.Valid(secret) {
+		r := []rune(string(secret))
+		slices.Reverse(r)
+		forms = append(forms, []byte(string(r)))
+	}
+	nl := append(bytes.Clone(secret), '\n')
+	for _, e := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
+		forms = append(forms, []byte(e.EncodeToString(secret)), []byte(e.EncodeToString(nl)))
+		// Inside a stream: random bytes around the secret; the characters
+		// that hold only the secret's bits.
+		before := make([]byte, rng.IntN(7))
+		after := make([]byte, rng.IntN(4))
+		for i := range before {
+			before[i] = byte(rng.IntN(256))
+		}
+		for i := range after {
+			after[i] = byte(rng.IntN(256))
+		}
+		enc := e.EncodeToString(slices.Concat(before, secret, after))
+		lo, hi := (8*len(before)+5)/6, 8*(len(before)+len(secret))/6
+		if hi-lo >= minEncoded {
+			forms = append(forms, []byte(enc[lo:hi]))
+		}
+	}
+	return append(forms, []byte(neturl.QueryEscape(string(secret))), []byte(neturl.PathEscape(string(secret))))
+}
+
+// FuzzMaskSecret streams output made of filler and forms of a secret,
+// cut into random reads, and checks that no form of the secret gets
+// through, and that the cut changes nothing.
+func FuzzMaskSecret(f *testing.F) {
+	f.Add([]byte("hunter22"), []byte("some output\n"), uint64(1))
+	f.Add([]byte("pa55?w/rd>~é!"), []byte("ab"), uint64(2))
+	f.Add([]byte("1234"), []byte("12341234"), uint64(3))
+	f.Add([]byte("aaaaaaa"), []byte("aaaa"), uint64(4))
+	f.Add([]byte("line one\nline two\r\n"), []byte("\n"), uint64(5))
+	f.Add([]byte("\x00\xff\xfe\x80binary"), []byte{0xff}, uint64(6))
+	f.Fuzz(maskProperty)
+}
+
+// maskProperty is FuzzMaskSecret's check for one secret, filler and seed.
+func maskProperty(t *testing.T, secret, filler []byte, seed uint64) {
+	t.Helper()
+	{
+		if len(secret) > 512 || len(filler) > 4096 {
+			return
+		}
+		// Mask bytes next to a secret that has one could spell it.
+		secret = bytes.ReplaceAll(secret, []byte("*"), []byte("x"))
+		rng := rand.New(rand.NewPCG(seed, uint64(len(secret))))
+		forms := secretForms(secret, rng)
+		var in []byte
+		for range 1 + rng.IntN(8) {
+			cut := rng.IntN(len(filler) + 1)
+			in = append(in, filler[:cut]...)
+			if len(forms) > 0 {
+				in = append(in, forms[rng.IntN(len(forms))]...)
+			}
+		}
+		in = append(in, filler...)
+		whole := maskAll(newMasker(secretMasks(secret)...), in)
+		var pieces [][]byte
+		for rest := in; len(rest) > 0; {
+			n := 1 + rng.IntN(min(len(rest), 1+rng.IntN(64)))
+			pieces = append(pieces, rest[:n])
+			rest = rest[n:]
+		}
+		got := maskAll(newMasker(secretMasks(secret)...), pieces...)
+		if got != whole {
+			t.Fatalf("read in %d pieces: %q; in one: %q", len(pieces), got, whole)
+		}
+		for _, form := range forms {
+			if strings.Contains(got, string(form)) {
+				t.Fatalf("secret %q: form %q passed through in %q", secret, form, got)
+			}
+		}
+	}
+}
+
+// TestMaskSecretRandom runs the fuzz property on random secrets every time
+// the tests run, not only under go test -fuzz.
+func TestMaskSecretRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 10))
+	for i := range 2000 {
+		secret := make([]byte, rng.IntN(40))
+		alphabet := "ab\n=+/_-01"
+		if i%2 == 0 {
+			alphabet = ""
+		}
+		for j := range secret {
+			if alphabet != "" {
+				secret[j] = alphabet[rng.IntN(len(alphabet))]
+			} else {
+				secret[j] = byte(rng.IntN(256))
+			}
+		}
+		filler := []byte(strings.Repeat("ab=\n", rng.IntN(5)))
+		maskProperty(t, secret, filler, rng.Uint64())
+	}
+}
+
+// BenchmarkMaskSecret is the masking cost per byte of output for a 16-byte
+// secret, the secret alone and with every form, read in 32 KiB and in
+// 64-byte pieces.
+func BenchmarkMaskSecret(b *testing.B) {
+	in := bytes.Repeat([]byte("a line of ordinary output, 0123456789abcdef=+/\n"), 1<<15)
+	secret := []byte("c0rrect-h0rse/99")
+	for name, masks := range map[string][][]byte{"literal": {secret}, "forms": secretMasks(secret)} {
+		for _, size := range []int{32 << 10, 64} {
+			b.Run(name+"/"+strconv.Itoa(size), func(b *testing.B) {
+				b.SetBytes(int64(len(in)))
+				for b.Loop() {
+					m := newMasker(masks...)
+					for p := in; len(p) > 0; {
+						n := min(size, len(p))
+						m.write(p[:n], false)
+						p = p[n:]
+					}
+					m.write(nil, true)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkMaskRepeats is the worst case for the hold-back: a long secret of
+// one byte repeated, in output of that byte (each position starts a prefix
+// of every value), read in 4 KiB pieces.
+func BenchmarkMaskRepeats(b *testing.B) {
+	in := bytes.Repeat([]byte("a"), 1<<20)
+	masks := secretMasks(bytes.Repeat([]byte("a"), maxTransformed))
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		m := newMasker(masks...)
+		for p := in; len(p) > 0; p = p[min(4096, len(p)):] {
+			m.write(p[:min(4096, len(p))], false)
+		}
+		m.write(nil, true)
 	}
 }

@@ -50,7 +50,9 @@ type Spec struct {
 	Timeout time.Duration // MinTimeout – MaxTimeout
 	RunAs   string        // user name; "" = the agent's own user
 	// Stdin is the declared secret input: written to stdin, which is then
-	// closed, and masked in the output. nil = /dev/null.
+	// closed, and masked in the output with its accidental forms (see
+	// secretMasks; a value under MinMaskedSecret bytes is not). nil =
+	// /dev/null.
 	Stdin []byte
 	// SudoPassword is handed to sudo through an askpass helper, never
 	// through the command's stdin, and masked in the output.
@@ -139,7 +141,7 @@ func Run(ctx context.Context, spec Spec, emit func(Chunk)) Result {
 		return Result{ExitCode: -1, Err: err}
 	}
 	env := id.env()
-	masks := [][]byte{secretValue(spec.Stdin), spec.SudoPassword}
+	masks := append(secretMasks(secretValue(spec.Stdin)), secretMasks(spec.SudoPassword)...)
 	log := spec.Log
 	if log == nil {
 		log = slog.Default()

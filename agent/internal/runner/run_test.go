@@ -329,6 +329,11 @@ func TestRunMasksTheSecret(t *testing.T) {
 		{name: "no trailing newline", command: `cat; echo; cat /dev/null`, stdin: secret, wantMasks: 1},
 		{name: "split across writes", command: `read s; printf hunt; sleep 0.3; printf 'er22\n'; printf 'hunter'; sleep 0.3; printf '22'`, stdin: secret + "\n", wantMasks: 2},
 		{name: "many times", command: `read s; for i in 1 2 3 4 5 6 7 8 9 10; do printf '%s' "$s"; done`, stdin: secret + "\n", wantMasks: 10},
+		{name: "rev", command: `read s; echo "$s" | rev`, stdin: secret + "\n", wantMasks: 1},
+		{name: "base64 of echo", command: `read s; echo "$s" | base64`, stdin: secret + "\n", wantMasks: 1},
+		{name: "base64url unpadded", command: `read s; printf %s "$s" | basenc --base64url | tr -d =`, stdin: secret + "\n", wantMasks: 1},
+		{name: "hex", command: `read s; echo "$s" | xxd -p; printf %s "$s" | xxd -p -u`, stdin: secret + "\n", wantMasks: 2},
+		{name: "base64 in a longer stream", command: `read s; printf 'user:%s@host' "$s" | base64 -w0; echo; printf 'u:%s' "$s" | base64 >&2`, stdin: secret + "\n", wantMasks: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -339,6 +344,11 @@ func TestRunMasksTheSecret(t *testing.T) {
 			}
 			if s := fmt.Sprintf("%+v %s %s", res, res.StdoutKept, res.StderrKept); strings.Contains(all, secret) || strings.Contains(s, secret) {
 				t.Errorf("the secret shows in %q or %s", all, s)
+			}
+			for _, form := range []string{"22retnuh", "aHVudGVyMj", "68756e746572", "68756E746572", "aHVudGVyMjI", "h1bnRlcjIy", "odW50ZXIyM"} {
+				if strings.Contains(all, form) {
+					t.Errorf("a form of the secret, %q, shows in %q", form, all)
+				}
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gridcity/gridcity/coordinator/internal/simfleet"
 )
@@ -39,7 +40,7 @@ func (a *simAgent) nextChange() *gridcityv1.StateUpdate {
 	busy := min(max(old.GetBusyPercent()+a.rng.NormFloat64()*4, 1), 99)
 	cores := float64(old.GetCores())
 	load1 := busy / 100 * cores * (0.8 + 0.4*a.rng.Float64())
-	cpu := &gridcityv1.CPU{Cores: old.GetCores(), Model: old.GetModel(), BusyPercent: round2(busy), Load1: round2(load1),
+	cpu := &gridcityv1.CPU{Cores: old.GetCores(), Model: old.GetModel(), BusyPercent: proto.Float64(round2(busy)), Load1: round2(load1),
 		Load5: round2((old.GetLoad5()*4 + load1) / 5), Load15: round2((old.GetLoad15()*14 + load1) / 15)}
 	total := a.full.Memory.GetTotalBytes()
 	usedPct := min(max(a.full.Memory.GetUsedPercent()+a.rng.NormFloat64(), 10), 95)

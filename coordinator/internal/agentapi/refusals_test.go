@@ -9,6 +9,7 @@ import (
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 )
 
 // TestBadStateRefusedEarlierStateStays: a state with NaN ends the stream
@@ -28,9 +29,9 @@ func TestBadStateRefusedEarlierStateStays(t *testing.T) {
 		return s
 	}
 	s := open()
-	good := &gridcityv1.StateUpdate{Full: true, CollectedUnixMs: time.Now().UnixMilli(), Cpu: &gridcityv1.CPU{Cores: 4, BusyPercent: 12.5, Load1: 0.5}}
+	good := &gridcityv1.StateUpdate{Full: true, CollectedUnixMs: time.Now().UnixMilli(), Cpu: &gridcityv1.CPU{Cores: 4, BusyPercent: proto.Float64(12.5), Load1: 0.5}}
 	s.Send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_State{State: good}})
-	s.Send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_State{State: &gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 4, BusyPercent: 50, Load1: math.NaN()}}}})
+	s.Send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_State{State: &gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 4, BusyPercent: proto.Float64(50), Load1: math.NaN()}}}})
 	_, err := s.Recv()
 	wantCode(t, err, codes.InvalidArgument, "state update from web-1 refused, nothing of it was applied: state.cpu.load1 = NaN: not a number")
 	srv, _ := h.fleet.Server("web-1")

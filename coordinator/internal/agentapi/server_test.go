@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
 	"github.com/gridcity/gridcity/coordinator/internal/pki"
@@ -238,9 +239,9 @@ func TestStreamCarriesState(t *testing.T) {
 	if err != nil || m.GetSettings() == nil {
 		t.Fatalf("got %v, %v; want settings first", m, err)
 	}
-	full := &gridcityv1.StateUpdate{Full: true, Host: &gridcityv1.HostInfo{Hostname: "web-1", Os: "debian"}, Cpu: &gridcityv1.CPU{Cores: 4, BusyPercent: 12.5}}
+	full := &gridcityv1.StateUpdate{Full: true, Host: &gridcityv1.HostInfo{Hostname: "web-1", Os: "debian"}, Cpu: &gridcityv1.CPU{Cores: 4, BusyPercent: proto.Float64(12.5)}}
 	s.Send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_State{State: full}})
-	s.Send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_State{State: &gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 4, BusyPercent: 50}}}})
+	s.Send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_State{State: &gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 4, BusyPercent: proto.Float64(50)}}}})
 	s.Send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_Heartbeat{Heartbeat: &gridcityv1.Heartbeat{}}})
 	if m, err := s.Recv(); err != nil || m.GetHeartbeat() == nil {
 		t.Fatalf("got %v, %v; want a heartbeat answer", m, err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gridcity/gridcity/agent/probe"
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
@@ -46,7 +47,7 @@ runbooks:
 func server(name, addr string, listen ...string) fleet.Server {
 	st := &gridcityv1.StateUpdate{Full: true,
 		Host: &gridcityv1.HostInfo{Hostname: name, Addresses: []string{addr}},
-		Cpu:  &gridcityv1.CPU{Cores: 4, Load1: 0.4, Load5: 0.5, BusyPercent: 12},
+		Cpu:  &gridcityv1.CPU{Cores: 4, Load1: 0.4, Load5: 0.5, BusyPercent: proto.Float64(12)},
 		Memory: &gridcityv1.Memory{TotalBytes: 8 << 30, UsedBytes: 3 << 30, AvailableBytes: 5 << 30, UsedPercent: 37.5,
 			SwapTotalBytes: 1 << 30},
 		Disks: &gridcityv1.Disks{Items: []*gridcityv1.Disk{
@@ -178,6 +179,23 @@ func TestLadders(t *testing.T) {
 				}
 				if !strings.Contains(rep.Ladder[0].Detail, "12 min ago") || rep.HostedOn != "db-1" {
 					t.Errorf("agent rung %+v, hosted on %q", rep.Ladder[0], rep.HostedOn)
+				}
+			},
+		},
+		{
+			name: "units not reported yet are unknown, not none",
+			servers: servers{dbHost(nil), func() fleet.Server {
+				s := server("web-1", "10.0.4.10")
+				s.State.FailedUnits = nil // an agent that has not sent them, and no gap
+				return s
+			}()},
+			target: "web-1",
+			ladder: "agent=pass host=pass service=warn port=skip reachable=skip handshake=skip dependencies=pass",
+			check: func(t *testing.T, rep Report) {
+				for _, r := range rep.Ladder {
+					if r.Rung == RungService && (r.Status != Warn || strings.Contains(r.Detail, "no failed units") || !strings.Contains(r.Detail, "failed units unknown (failed_units: not reported by the agent)")) {
+						t.Errorf("service rung %+v; want warn, failed units unknown", r)
+					}
 				}
 			},
 		},

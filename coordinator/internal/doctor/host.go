@@ -146,8 +146,12 @@ func (s *session) judgeHost(srv fleet.Server, subjs ...Subject) judged {
 		line := fmt.Sprintf("load %.1f (5 min) on %d cores", c.GetLoad5(), c.GetCores())
 		if c.GetLoad5()/float64(c.GetCores()) >= loadPerCore {
 			warns = append(warns, line)
+			ev := []string{line}
+			if c.BusyPercent != nil { // unknown until the agent's second sample
+				ev = append(ev, fmt.Sprintf("CPU %s busy", pct(c.GetBusyPercent())))
+			}
 			j.diagnoses = append(j.diagnoses, Diagnosis{Rung: RungHost, Summary: fmt.Sprintf("%s is overloaded: work waits for the CPU or for I/O", srv.Name),
-				Evidence: []string{line, fmt.Sprintf("CPU %s busy", pct(c.GetBusyPercent()))}})
+				Evidence: ev})
 		} else {
 			ok = append(ok, line)
 		}

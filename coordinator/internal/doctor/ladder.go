@@ -143,6 +143,11 @@ func (s *session) judgeUnits(srv fleet.Server, hosted []*service) judged {
 		// Say only what was seen: a part that could not be collected is
 		// unknown, never "none failed".
 		unitGaps, containerGaps := gapReasons(srv, "failed_units"), gapReasons(srv, "containers")
+		// Units the agent never sent are unknown too. (Containers it did
+		// not send are not mentioned: nothing is claimed about them.)
+		if srv.State.GetFailedUnits() == nil && len(unitGaps) == 0 {
+			unitGaps = []string{"failed_units: not reported by the agent"}
+		}
 		var parts []string
 		if len(unitGaps) > 0 {
 			parts = append(parts, "failed units unknown ("+strings.Join(unitGaps, "; ")+")")

@@ -490,11 +490,14 @@ func (f *Fleet) Flush(ctx context.Context) error {
 	var skipped []error
 	now := f.now()
 	for _, s := range f.servers {
-		if s.sample {
+		// A sample needs every figure it stores: an unknown busy share or
+		// memory (an agent's first sample, a failed collector) stored as 0
+		// would draw a dip to idle in the history.
+		if c := s.State.GetCpu(); s.sample && c != nil && c.BusyPercent != nil && s.State.GetMemory() != nil {
 			m := store.MetricSample{
 				Server: s.Name, At: now,
-				CPUPercent: s.State.GetCpu().GetBusyPercent(), MemoryPercent: s.State.GetMemory().GetUsedPercent(),
-				Load1: s.State.GetCpu().GetLoad1(),
+				CPUPercent: c.GetBusyPercent(), MemoryPercent: s.State.GetMemory().GetUsedPercent(),
+				Load1: c.GetLoad1(),
 			}
 			// One server's bad sample must not cost the others theirs.
 			if err := m.Check(); err != nil {
@@ -502,8 +505,8 @@ func (f *Fleet) Flush(ctx context.Context) error {
 			} else {
 				samples = append(samples, m)
 			}
-			s.sample = false
 		}
+		s.sample = false
 		if !s.dirty {
 			continue
 		}

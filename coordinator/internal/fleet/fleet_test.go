@@ -9,6 +9,7 @@ import (
 	"time"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
@@ -24,13 +25,13 @@ func TestStateSurvivesRestartAndStaleStreamsAreIgnored(t *testing.T) {
 	f, _ := New(ctx, st, logger)
 	old := f.Connect(&gridcityv1.Hello{Name: "web-1", District: "shop"})
 	cur := f.Connect(&gridcityv1.Hello{Name: "web-1", District: "shop"}) // reconnect before the old stream ended
-	f.Apply("web-1", cur, &gridcityv1.StateUpdate{Full: true, Cpu: &gridcityv1.CPU{Cores: 8, BusyPercent: 10}, Host: &gridcityv1.HostInfo{Os: "debian"}})
+	f.Apply("web-1", cur, &gridcityv1.StateUpdate{Full: true, Cpu: &gridcityv1.CPU{Cores: 8, BusyPercent: proto.Float64(10)}, Memory: &gridcityv1.Memory{UsedPercent: 40}, Host: &gridcityv1.HostInfo{Os: "debian"}})
 	f.Apply("web-1", old, &gridcityv1.StateUpdate{Full: true, Cpu: &gridcityv1.CPU{Cores: 1}})
 	f.Disconnect("web-1", old)
 	if s, _ := f.Server("web-1"); !s.Online || s.State.GetCpu().GetCores() != 8 {
 		t.Fatalf("got online=%v cores=%d; want the current stream's view: online, 8", s.Online, s.State.GetCpu().GetCores())
 	}
-	f.Apply("web-1", cur, &gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 8, BusyPercent: 55}})
+	f.Apply("web-1", cur, &gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 8, BusyPercent: proto.Float64(55)}})
 	if err := f.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -48,6 +49,32 @@ func TestStateSurvivesRestartAndStaleStreamsAreIgnored(t *testing.T) {
 	}
 	if m, _ := st2.Metrics(ctx, "web-1", 10); len(m) != 1 || m[0].CPUPercent != 55 {
 		t.Fatalf("metrics %+v; want one sample at 55%%", m)
+	}
+}
+
+// TestMetricSampleNeedsKnownValues: an unknown busy share or memory is not
+// stored as 0 in the history (an agent's first sample has no busy share).
+func TestMetricSampleNeedsKnownValues(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.OpenSQLite(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	f, _ := New(ctx, st, slog.New(slog.DiscardHandler))
+	id := f.Connect(&gridcityv1.Hello{Name: "web-1"})
+	for _, u := range []*gridcityv1.StateUpdate{
+		{Full: true, Cpu: &gridcityv1.CPU{Cores: 8, Load1: 1}, Memory: &gridcityv1.Memory{UsedPercent: 40}}, // first sample: busy unknown
+		{Cpu: &gridcityv1.CPU{Cores: 8, BusyPercent: proto.Float64(30)}},                                    // memory stays known
+	} {
+		f.Apply("web-1", id, u)
+		if err := f.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := st.Metrics(ctx, "web-1", 10)
+	if err != nil || len(m) != 1 || m[0].CPUPercent != 30 || m[0].MemoryPercent != 40 {
+		t.Fatalf("metrics %+v, %v; want one sample, 30%% cpu and 40%% memory, none with an unknown busy share as 0", m, err)
 	}
 }
 

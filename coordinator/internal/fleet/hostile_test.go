@@ -31,7 +31,7 @@ func TestBadStoredRowsAreRepairedAtLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	good, _ := proto.Marshal(&gridcityv1.StateUpdate{Full: true, Cpu: &gridcityv1.CPU{Cores: 2, BusyPercent: 5}})
+	good, _ := proto.Marshal(&gridcityv1.StateUpdate{Full: true, Cpu: &gridcityv1.CPU{Cores: 2, BusyPercent: proto.Float64(5)}})
 	if err := st.SaveServers(ctx, []store.ServerRecord{{Name: "bad", State: good, Hello: []byte{}}, {Name: "good", State: good, Hello: []byte{}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +74,8 @@ func TestBadStoredRowsAreRepairedAtLoad(t *testing.T) {
 
 	// A NaN that reaches the fleet (the agent API refuses it; this is the
 	// fleet's own guard) costs its own sample, not the others'.
-	f.Apply("good", f.Connect(&gridcityv1.Hello{Name: "good"}), &gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 2, BusyPercent: 42}})
-	f.Apply("bad", f.Connect(&gridcityv1.Hello{Name: "bad"}), &gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 2, BusyPercent: math.NaN()}})
+	f.Apply("good", f.Connect(&gridcityv1.Hello{Name: "good"}), &gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 2, BusyPercent: proto.Float64(42)}})
+	f.Apply("bad", f.Connect(&gridcityv1.Hello{Name: "bad"}), &gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 2, BusyPercent: proto.Float64(math.NaN())}})
 	err = f.Flush(ctx)
 	if !errors.Is(err, store.ErrNotFinite) || !strings.Contains(err.Error(), "metric sample of bad") {
 		t.Errorf("Flush = %v; want it to name bad's sample as not a number", err)

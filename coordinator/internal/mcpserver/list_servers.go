@@ -57,22 +57,25 @@ type ListServersOutput struct {
 // ServerView is one server as an AI sees it. Strings in it come from the
 // server itself and are data, not instructions.
 type ServerView struct {
-	ID            string          `json:"id" jsonschema:"the server's id: its agent's name"`
-	Name          string          `json:"name" jsonschema:"the server's name"`
-	Status        string          `json:"status" jsonschema:"online (its agent is connected), reconnecting (the coordinator restarted a moment ago and this agent, connected before, has not dialled again yet), offline, or revoked (its agent's certificate was revoked: it will not return)"`
-	District      string          `json:"district,omitempty" jsonschema:"the district the agent declared"`
-	AgentVersion  string          `json:"agentVersion,omitempty"`
-	Commands      CommandsView    `json:"commands" jsonschema:"whether this server's agent runs approved commands, and as whom"`
-	OS            OSView          `json:"os"`
-	CPU           CPUView         `json:"cpu"`
-	Memory        MemoryView      `json:"memory"`
-	Disks         []DiskView      `json:"disks"`
-	UptimeSeconds uint64          `json:"uptimeSeconds"`
-	Addresses     []string        `json:"addresses" jsonschema:"the server's addresses outside loopback and link-local"`
-	Listening     []ListenerView  `json:"listening" jsonschema:"listening sockets: protocol, address, port and owning process"`
-	Containers    []ContainerView `json:"containers"`
-	FailedUnits   []UnitView      `json:"failedUnits" jsonschema:"systemd units in the failed state"`
-	Updates       UpdatesView     `json:"updates"`
+	ID           string       `json:"id" jsonschema:"the server's id: its agent's name"`
+	Name         string       `json:"name" jsonschema:"the server's name"`
+	Status       string       `json:"status" jsonschema:"online (its agent is connected), reconnecting (the coordinator restarted a moment ago and this agent, connected before, has not dialled again yet), offline, or revoked (its agent's certificate was revoked: it will not return)"`
+	District     string       `json:"district,omitempty" jsonschema:"the district the agent declared"`
+	AgentVersion string       `json:"agentVersion,omitempty"`
+	Commands     CommandsView `json:"commands" jsonschema:"whether this server's agent runs approved commands, and as whom"`
+	// A fact the agent has not reported (not collected yet, or not
+	// collectable) is absent, with a gap saying why: never a zero or an
+	// empty list, which would read as "fine".
+	OS            *OSView         `json:"os,omitempty" jsonschema:"absent when unknown (see gaps)"`
+	CPU           *CPUView        `json:"cpu,omitempty" jsonschema:"absent when unknown (see gaps)"`
+	Memory        *MemoryView     `json:"memory,omitempty" jsonschema:"absent when unknown (see gaps)"`
+	Disks         []DiskView      `json:"disks,omitzero" jsonschema:"absent when unknown (see gaps)"`
+	UptimeSeconds *uint64         `json:"uptimeSeconds,omitempty" jsonschema:"absent when unknown (see gaps)"`
+	Addresses     []string        `json:"addresses,omitzero" jsonschema:"the server's addresses outside loopback and link-local; absent when unknown (see gaps)"`
+	Listening     []ListenerView  `json:"listening,omitzero" jsonschema:"listening sockets: protocol, address, port and owning process; absent when unknown (see gaps)"`
+	Containers    []ContainerView `json:"containers,omitzero" jsonschema:"absent when unknown (see gaps): an empty list means none"`
+	FailedUnits   []UnitView      `json:"failedUnits,omitzero" jsonschema:"systemd units in the failed state; absent when unknown (see gaps): an empty list means none failed"`
+	Updates       *UpdatesView    `json:"updates,omitempty" jsonschema:"pending package updates; absent when unknown (see gaps), for instance before the agent's first package-manager run"`
 	LastSeen      string          `json:"lastSeen" jsonschema:"when the agent was last heard from (RFC 3339), empty if never"`
 	CollectedAt   string          `json:"collectedAt,omitempty" jsonschema:"when the agent collected the newest facts (RFC 3339)"`
 	Gaps          []GapView       `json:"gaps" jsonschema:"facts that could not be collected on this server and why: absent facts are unknown, not fine"`
@@ -93,11 +96,11 @@ type OSView struct {
 }
 
 type CPUView struct {
-	Cores       uint32  `json:"cores"`
-	BusyPercent float64 `json:"busyPercent"`
-	Load1       float64 `json:"load1"`
-	Load5       float64 `json:"load5"`
-	Load15      float64 `json:"load15"`
+	Cores       uint32   `json:"cores"`
+	BusyPercent *float64 `json:"busyPercent,omitempty" jsonschema:"share of time busy over the agent's last sample interval; absent until the agent has two samples"`
+	Load1       float64  `json:"load1"`
+	Load5       float64  `json:"load5"`
+	Load15      float64  `json:"load15"`
 }
 
 type MemoryView struct {
@@ -144,9 +147,10 @@ type UnitView struct {
 }
 
 type UpdatesView struct {
-	Pending  uint32 `json:"pending"`
-	Security uint32 `json:"security"`
-	Manager  string `json:"manager,omitempty"`
+	Pending   uint32 `json:"pending"`
+	Security  uint32 `json:"security"`
+	Manager   string `json:"manager,omitempty"`
+	CheckedAt string `json:"checkedAt,omitempty" jsonschema:"when the package manager was last asked (RFC 3339); the agent asks every 30 min by default"`
 }
 
 type GapView struct {
@@ -160,7 +164,8 @@ func addListServers(s *mcp.Server, d Deps) {
 		Title: "List servers",
 		Description: "List the servers in the fleet with their live state: online, reconnecting, offline or revoked, OS, CPU and load, memory, disks, uptime, " +
 			"listening ports with their processes, containers, failed systemd units, pending (and security) updates, and gaps — " +
-			"facts its agent could not collect, with the reason. Call it first to see what exists. " +
+			"facts its agent could not collect, with the reason. A fact that is not known (not collected yet, or not collectable) is absent and has a gap: read it as unknown, never as 0 or none. " +
+			"Call it first to see what exists. " +
 			"It answers one page of at most 200 servers sorted by name (limit up to 1000); online and total count the whole fleet, matched the servers that pass the filters. " +
 			"On a large fleet narrow it with name, district or status (incident_report tells what is broken), " +
 			"and when truncated is true call again with after set to nextAfter for the next page.",
@@ -262,7 +267,8 @@ func listServers(ctx context.Context, d Deps, in ListServersInput, now time.Time
 	for _, l := range page {
 		if !l.connected {
 			v := viewServer(fleet.Server{Name: l.name}, now)
-			v.Gaps = append(v.Gaps, GapView{Check: "agent", Reason: "enrolled at " + rfc3339(l.agent.EnrolledAt) + " but never connected: is gridcity-agent running there, and can it reach the coordinator?"})
+			// It has no facts at all; this one gap says why.
+			v.Gaps = []GapView{{Check: "agent", Reason: "enrolled at " + rfc3339(l.agent.EnrolledAt) + " but never connected: is gridcity-agent running there, and can it reach the coordinator?"}}
 			out.Servers = append(out.Servers, v)
 			continue
 		}
@@ -337,51 +343,75 @@ func unixTime(sec int64) string {
 
 func viewServer(srv fleet.Server, now time.Time) ServerView {
 	st := srv.State
-	h := st.GetHost()
 	v := ServerView{
 		ID: srv.Name, Name: srv.Name, Status: srv.Status(),
 		District: srv.Hello.GetDistrict(), AgentVersion: srv.Hello.GetAgentVersion(),
 		Commands: CommandsView{Enabled: srv.Hello.GetCommandsEnabled(), RunAs: srv.Hello.GetRunAs()},
-		OS:       OSView{Name: h.GetOs(), Version: h.GetOsVersion(), Family: h.GetPlatformFamily(), Kernel: h.GetKernel(), Arch: h.GetArch(), Hostname: h.GetHostname()},
-		CPU: CPUView{Cores: st.GetCpu().GetCores(), BusyPercent: round1(st.GetCpu().GetBusyPercent()),
-			Load1: st.GetCpu().GetLoad1(), Load5: st.GetCpu().GetLoad5(), Load15: st.GetCpu().GetLoad15()},
-		Memory: MemoryView{TotalBytes: st.GetMemory().GetTotalBytes(), UsedBytes: st.GetMemory().GetUsedBytes(),
-			AvailableBytes: st.GetMemory().GetAvailableBytes(), UsedPercent: round1(st.GetMemory().GetUsedPercent()),
-			SwapTotalBytes: st.GetMemory().GetSwapTotalBytes(), SwapUsedBytes: st.GetMemory().GetSwapUsedBytes()},
-		Addresses: orEmpty(h.GetAddresses()),
-		Disks:     []DiskView{}, Listening: []ListenerView{}, Containers: []ContainerView{}, FailedUnits: []UnitView{}, Gaps: []GapView{},
-		Updates:  UpdatesView{Pending: st.GetUpdates().GetPending(), Security: st.GetUpdates().GetSecurity(), Manager: st.GetUpdates().GetManager()},
+		Gaps:     []GapView{},
 		LastSeen: rfc3339(srv.LastSeen),
 	}
 	if st.GetCollectedUnixMs() > 0 {
 		v.CollectedAt = rfc3339(time.UnixMilli(st.GetCollectedUnixMs()))
 	}
-	// Uptime from the boot time, so it stays right between host-info samples.
-	if boot := h.GetBootUnix(); boot > 0 && now.Unix() > boot {
-		v.UptimeSeconds = uint64(now.Unix() - boot)
-	} else {
-		v.UptimeSeconds = h.GetUptimeSeconds()
-	}
-	for _, d := range st.GetDisks().GetItems() {
-		v.Disks = append(v.Disks, DiskView{Mount: d.GetMount(), Device: d.GetDevice(), Filesystem: d.GetFilesystem(),
-			TotalBytes: d.GetTotalBytes(), UsedBytes: d.GetUsedBytes(), AvailableBytes: d.GetAvailableBytes(), UsedPercent: round1(d.GetUsedPercent()),
-			InodesTotal: d.GetInodesTotal(), InodesUsed: d.GetInodesUsed(), InodesUsedPercent: round1(d.GetInodesUsedPercent())})
-	}
-	for _, l := range st.GetListeners().GetItems() {
-		v.Listening = append(v.Listening, ListenerView{Proto: l.GetProto(), Address: l.GetAddress(), Port: l.GetPort(), Process: l.GetProcess()})
-	}
-	sort.Slice(v.Listening, func(i, j int) bool {
-		a, b := v.Listening[i], v.Listening[j]
-		if a.Port != b.Port {
-			return a.Port < b.Port
+	if h := st.GetHost(); h != nil {
+		v.OS = &OSView{Name: h.GetOs(), Version: h.GetOsVersion(), Family: h.GetPlatformFamily(), Kernel: h.GetKernel(), Arch: h.GetArch(), Hostname: h.GetHostname()}
+		v.Addresses = orEmpty(h.GetAddresses())
+		// Uptime from the boot time, so it stays right between host-info samples.
+		up := h.GetUptimeSeconds()
+		if boot := h.GetBootUnix(); boot > 0 && now.Unix() > boot {
+			up = uint64(now.Unix() - boot)
 		}
-		return a.Proto+a.Address < b.Proto+b.Address
-	})
-	for _, c := range st.GetContainers().GetItems() {
-		v.Containers = append(v.Containers, ContainerView{ID: c.GetId(), Name: c.GetName(), Image: c.GetImage(), State: c.GetState(), Status: c.GetStatus()})
+		if up > 0 {
+			v.UptimeSeconds = &up
+		}
 	}
-	for _, u := range st.GetFailedUnits().GetItems() {
-		v.FailedUnits = append(v.FailedUnits, UnitView{Name: u.GetName(), Description: u.GetDescription(), Since: unixTime(u.GetSinceUnix())})
+	if c := st.GetCpu(); c != nil {
+		v.CPU = &CPUView{Cores: c.GetCores(), Load1: c.GetLoad1(), Load5: c.GetLoad5(), Load15: c.GetLoad15()}
+		if c.BusyPercent != nil {
+			busy := round1(c.GetBusyPercent())
+			v.CPU.BusyPercent = &busy
+		}
+	}
+	if m := st.GetMemory(); m != nil {
+		v.Memory = &MemoryView{TotalBytes: m.GetTotalBytes(), UsedBytes: m.GetUsedBytes(),
+			AvailableBytes: m.GetAvailableBytes(), UsedPercent: round1(m.GetUsedPercent()),
+			SwapTotalBytes: m.GetSwapTotalBytes(), SwapUsedBytes: m.GetSwapUsedBytes()}
+	}
+	if u := st.GetUpdates(); u != nil {
+		v.Updates = &UpdatesView{Pending: u.GetPending(), Security: u.GetSecurity(), Manager: u.GetManager(), CheckedAt: unixTime(u.GetCheckedUnix())}
+	}
+	if d := st.GetDisks(); d != nil {
+		v.Disks = []DiskView{}
+		for _, d := range d.GetItems() {
+			v.Disks = append(v.Disks, DiskView{Mount: d.GetMount(), Device: d.GetDevice(), Filesystem: d.GetFilesystem(),
+				TotalBytes: d.GetTotalBytes(), UsedBytes: d.GetUsedBytes(), AvailableBytes: d.GetAvailableBytes(), UsedPercent: round1(d.GetUsedPercent()),
+				InodesTotal: d.GetInodesTotal(), InodesUsed: d.GetInodesUsed(), InodesUsedPercent: round1(d.GetInodesUsedPercent())})
+		}
+	}
+	if ls := st.GetListeners(); ls != nil {
+		v.Listening = []ListenerView{}
+		for _, l := range ls.GetItems() {
+			v.Listening = append(v.Listening, ListenerView{Proto: l.GetProto(), Address: l.GetAddress(), Port: l.GetPort(), Process: l.GetProcess()})
+		}
+		sort.Slice(v.Listening, func(i, j int) bool {
+			a, b := v.Listening[i], v.Listening[j]
+			if a.Port != b.Port {
+				return a.Port < b.Port
+			}
+			return a.Proto+a.Address < b.Proto+b.Address
+		})
+	}
+	if cs := st.GetContainers(); cs != nil {
+		v.Containers = []ContainerView{}
+		for _, c := range cs.GetItems() {
+			v.Containers = append(v.Containers, ContainerView{ID: c.GetId(), Name: c.GetName(), Image: c.GetImage(), State: c.GetState(), Status: c.GetStatus()})
+		}
+	}
+	if us := st.GetFailedUnits(); us != nil {
+		v.FailedUnits = []UnitView{}
+		for _, u := range us.GetItems() {
+			v.FailedUnits = append(v.FailedUnits, UnitView{Name: u.GetName(), Description: u.GetDescription(), Since: unixTime(u.GetSinceUnix())})
+		}
 	}
 	for _, g := range st.GetGaps().GetItems() {
 		v.Gaps = append(v.Gaps, GapView{Check: g.GetCheck(), Reason: g.GetReason()})
@@ -393,6 +423,7 @@ func viewServer(srv fleet.Server, now time.Time) ServerView {
 	if srv.Online && srv.State.GetCollectedUnixMs() == 0 {
 		v.Gaps = append(v.Gaps, GapView{Check: "agent", Reason: "connected; its first state has not arrived yet"})
 	}
+	v.Gaps = append(v.Gaps, absentGaps(st, v.Gaps)...)
 	switch {
 	case srv.Online || srv.State.GetCollectedUnixMs() == 0:
 	case srv.Reconnecting:
@@ -411,9 +442,54 @@ func unencodableServer(srv fleet.Server, now time.Time, bad string) ServerView {
 	v := viewServer(fleet.Server{Name: srv.Name, Online: srv.Online, LastSeen: srv.LastSeen, Hello: srv.Hello,
 		State:        &gridcityv1.StateUpdate{CollectedUnixMs: srv.State.GetCollectedUnixMs()},
 		Reconnecting: srv.Reconnecting, Restarted: srv.Restarted, GraceEnds: srv.GraceEnds, RevokedAt: srv.RevokedAt}, now)
+	// The one gap below says why every section is missing; the agent's
+	// status gaps stay, the per-section "not reported" ones would mislead.
+	v.Gaps = slices.DeleteFunc(v.Gaps, func(g GapView) bool { return g.Check != "agent" })
 	v.Gaps = append(v.Gaps, GapView{Check: "state", Reason: "this server's last report holds a value that is not a number (" + bad +
 		"); its facts are left out until its agent sends valid ones"})
 	return v
+}
+
+// sectionChecks pairs each section of the state list_servers shows with the
+// agent collector (the gap check) that fills it.
+var sectionChecks = []struct {
+	check   string
+	present func(*gridcityv1.StateUpdate) bool
+}{
+	{"host", func(st *gridcityv1.StateUpdate) bool { return st.GetHost() != nil }},
+	{"cpu", func(st *gridcityv1.StateUpdate) bool { return st.GetCpu() != nil }},
+	// Until its second sample an agent sends the cpu without a busy share.
+	{"cpu:busy", func(st *gridcityv1.StateUpdate) bool { return st.GetCpu() == nil || st.GetCpu().BusyPercent != nil }},
+	{"memory", func(st *gridcityv1.StateUpdate) bool { return st.GetMemory() != nil }},
+	{"disks", func(st *gridcityv1.StateUpdate) bool { return st.GetDisks() != nil }},
+	{"sockets", func(st *gridcityv1.StateUpdate) bool { return st.GetListeners() != nil }},
+	{"failed_units", func(st *gridcityv1.StateUpdate) bool { return st.GetFailedUnits() != nil }},
+	{"containers", func(st *gridcityv1.StateUpdate) bool { return st.GetContainers() != nil }},
+	{"updates", func(st *gridcityv1.StateUpdate) bool { return st.GetUpdates() != nil }},
+}
+
+// absentGaps explains each absent section that no gap of the agent's
+// explains already (an agent older than the section, a state saved by an
+// older coordinator): unknown must never read as none. A server with no
+// state at all gets one gap, unless one about its agent says so already.
+func absentGaps(st *gridcityv1.StateUpdate, have []GapView) []GapView {
+	if st.GetCollectedUnixMs() == 0 {
+		if slices.ContainsFunc(have, func(g GapView) bool { return g.Check == "agent" }) {
+			return nil
+		}
+		return []GapView{{Check: "agent", Reason: "no state from this agent yet: every fact about the server is unknown"}}
+	}
+	var out []GapView
+	for _, sc := range sectionChecks {
+		if sc.present(st) || slices.ContainsFunc(have, func(g GapView) bool {
+			name, _, _ := strings.Cut(g.Check, ":")
+			return g.Check == sc.check || name == sc.check
+		}) {
+			continue
+		}
+		out = append(out, GapView{Check: sc.check, Reason: "not reported by the agent: unknown, not none (an agent older than this coordinator, or not collected yet)"})
+	}
+	return out
 }
 
 func round1(f float64) float64 {

@@ -369,3 +369,80 @@ func TestListServersWhenTheFleetsRevokedMarkLags(t *testing.T) {
 		t.Fatalf("statuses %v; want web-1 offline (enrolled again), web-2 revoked (as the store says)", got)
 	}
 }
+
+// TestListServersUnknownIsAbsent: a section the agent has not reported is
+// absent from the answer, with a gap, never a zero: a just-started agent
+// used to show updates {pending: 0, security: 0} on a host with 129
+// pending. An empty list the agent did report stays: it means none.
+func TestListServersUnknownIsAbsent(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.OpenSQLite(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	f, err := fleet.New(ctx, st, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	const notYet = "not collected yet: the updates check has not run yet; it runs right after the agent connects, then every 30 min by default"
+	id := f.Connect(&gridcityv1.Hello{Name: "fresh-1"})
+	f.Apply("fresh-1", id, &gridcityv1.StateUpdate{Full: true, CollectedUnixMs: now.UnixMilli(),
+		Host: &gridcityv1.HostInfo{Hostname: "fresh-1"}, Cpu: &gridcityv1.CPU{Cores: 4, Load1: 0.5}, Memory: &gridcityv1.Memory{TotalBytes: 1 << 30},
+		Disks: &gridcityv1.Disks{}, Listeners: &gridcityv1.Listeners{}, FailedUnits: &gridcityv1.Units{}, Containers: &gridcityv1.Containers{},
+		Gaps: &gridcityv1.Gaps{Items: []*gridcityv1.Gap{{Check: "cpu:busy", Reason: "not collected yet: two samples"}, {Check: "updates", Reason: notYet}}}})
+	id = f.Connect(&gridcityv1.Hello{Name: "busy-1"}) // cpu without a busy share, and no gap for it
+	f.Apply("busy-1", id, &gridcityv1.StateUpdate{Full: true, CollectedUnixMs: now.UnixMilli(), Host: &gridcityv1.HostInfo{Hostname: "busy-1"},
+		Cpu: &gridcityv1.CPU{Cores: 2}, Memory: &gridcityv1.Memory{TotalBytes: 1 << 30}, Disks: &gridcityv1.Disks{}, Listeners: &gridcityv1.Listeners{},
+		FailedUnits: &gridcityv1.Units{}, Containers: &gridcityv1.Containers{}, Updates: &gridcityv1.Updates{Manager: "apt", CheckedUnix: now.Add(-time.Minute).Unix()}})
+	id = f.Connect(&gridcityv1.Hello{Name: "older-1"})
+	f.Apply("older-1", id, &gridcityv1.StateUpdate{Full: true, CollectedUnixMs: now.UnixMilli(), Host: &gridcityv1.HostInfo{Hostname: "older-1"}})
+	d := Deps{Fleet: f, Store: enrolledStore{Store: st}, Logger: slog.New(slog.DiscardHandler)}
+
+	out, err := listServers(ctx, d, ListServersInput{}, now)
+	if err != nil || len(out.Servers) != 3 {
+		t.Fatalf("got %d servers, %v; want 3", len(out.Servers), err)
+	}
+	gapChecks := func(v ServerView) []string {
+		var cs []string
+		for _, g := range v.Gaps {
+			cs = append(cs, g.Check)
+		}
+		return cs
+	}
+	busy, fresh, older := out.Servers[0], out.Servers[1], out.Servers[2]
+	if got := gapChecks(busy); !slices.Equal(got, []string{"cpu:busy"}) || busy.CPU == nil || busy.CPU.BusyPercent != nil || busy.Updates == nil || busy.Updates.Pending != 0 ||
+		busy.Updates.CheckedAt != rfc3339(now.Add(-time.Minute).Truncate(time.Second)) {
+		t.Errorf("busy-1: cpu %+v, updates %+v, gaps %v; want no busy share with a cpu:busy gap, and the 0 pending it reported with when", busy.CPU, busy.Updates, got)
+	}
+	b, _ := json.Marshal(fresh)
+	js := string(b)
+	for _, absent := range []string{`"updates":`, `"busyPercent"`, `"pending"`} {
+		if strings.Contains(js, absent) {
+			t.Errorf("fresh-1 has %s: %s; want it absent", absent, js)
+		}
+	}
+	for _, present := range []string{`"failedUnits":[]`, `"containers":[]`, `"listening":[]`, `"disks":[]`, `"cores":4`} {
+		if !strings.Contains(js, present) {
+			t.Errorf("fresh-1 lacks %s: %s; an empty list reported by the agent means none", present, js)
+		}
+	}
+	if got := gapChecks(fresh); !slices.Equal(got, []string{"cpu:busy", "updates"}) || fresh.Gaps[1].Reason != notYet {
+		t.Errorf("fresh-1 gaps %+v; want the agent's cpu:busy and updates gaps, once each", fresh.Gaps)
+	}
+
+	b, _ = json.Marshal(older)
+	var keys map[string]any
+	if err := json.Unmarshal(b, &keys); err != nil {
+		t.Fatal(err)
+	}
+	for _, absent := range []string{"updates", "cpu", "memory", "disks", "listening", "containers", "failedUnits", "uptimeSeconds"} {
+		if _, ok := keys[absent]; ok {
+			t.Errorf("older-1 has %s: %s; want it absent", absent, b)
+		}
+	}
+	if got, want := gapChecks(older), []string{"cpu", "memory", "disks", "sockets", "failed_units", "containers", "updates"}; !slices.Equal(got, want) {
+		t.Errorf("older-1 gaps %v; want %v", got, want)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
@@ -112,7 +113,7 @@ func TestListServers(t *testing.T) {
 		Full:            true,
 		CollectedUnixMs: time.Now().UnixMilli(),
 		Host:            &gridcityv1.HostInfo{Hostname: "web-1", Os: "debian", OsVersion: "12", Kernel: "6.1", Arch: "amd64", BootUnix: time.Now().Add(-time.Hour).Unix()},
-		Cpu:             &gridcityv1.CPU{Cores: 2, BusyPercent: 12.34, Load1: 0.5},
+		Cpu:             &gridcityv1.CPU{Cores: 2, BusyPercent: proto.Float64(12.34), Load1: 0.5},
 		Memory:          &gridcityv1.Memory{TotalBytes: 1 << 30, UsedPercent: 40},
 		Disks:           &gridcityv1.Disks{Items: []*gridcityv1.Disk{{Mount: "/", Filesystem: "ext4", UsedPercent: 91}}},
 		Listeners:       &gridcityv1.Listeners{Items: []*gridcityv1.Listener{{Proto: "tcp", Address: "0.0.0.0", Port: 5432, Process: "postgres"}, {Proto: "tcp", Address: "0.0.0.0", Port: 22, Process: "sshd"}}},
@@ -157,11 +158,11 @@ func TestListServers(t *testing.T) {
 	if db.Name != "db-1" || db.Status != "offline" {
 		t.Errorf("got %s %s; want db-1 offline", db.Name, db.Status)
 	}
-	if web.Status != "online" || web.OS.Name != "debian" || web.CPU.BusyPercent != 12.3 || web.Updates.Security != 2 {
+	if web.Status != "online" || web.OS == nil || web.OS.Name != "debian" || web.CPU == nil || web.CPU.BusyPercent == nil || *web.CPU.BusyPercent != 12.3 || web.Updates == nil || web.Updates.Security != 2 {
 		t.Errorf("web-1 = %+v", web)
 	}
-	if web.UptimeSeconds < 3590 || web.UptimeSeconds > 3700 {
-		t.Errorf("uptime %d; want about 3600 from the boot time", web.UptimeSeconds)
+	if web.UptimeSeconds == nil || *web.UptimeSeconds < 3590 || *web.UptimeSeconds > 3700 {
+		t.Errorf("uptime %v; want about 3600 from the boot time", web.UptimeSeconds)
 	}
 	if len(web.Listening) != 2 || web.Listening[0].Port != 22 {
 		t.Errorf("listening %+v; want sorted by port", web.Listening)

@@ -53,8 +53,12 @@ func addResources(s *mcp.Server, d Deps, scope store.Scope) {
 		}
 		out := ServerIndex{Servers: []ServerIndexEntry{}, Online: all.Online, Total: all.Total, GeneratedAt: all.GeneratedAt}
 		for _, v := range all.Servers {
-			out.Servers = append(out.Servers, ServerIndexEntry{Name: v.Name, Status: v.Status, District: v.District, LastSeen: v.LastSeen,
-				FailedUnits: len(v.FailedUnits), Gaps: len(v.Gaps), URI: serverURI(v.Name)})
+			e := ServerIndexEntry{Name: v.Name, Status: v.Status, District: v.District, LastSeen: v.LastSeen, Gaps: len(v.Gaps), URI: serverURI(v.Name)}
+			if v.FailedUnits != nil {
+				n := len(v.FailedUnits)
+				e.FailedUnits = &n
+			}
+			out.Servers = append(out.Servers, e)
 		}
 		return jsonResource(req.Params.URI, out)
 	})
@@ -137,11 +141,12 @@ type ServerIndex struct {
 }
 
 type ServerIndexEntry struct {
-	Name        string `json:"name"`
-	Status      string `json:"status"`
-	District    string `json:"district,omitempty"`
-	LastSeen    string `json:"lastSeen"`
-	FailedUnits int    `json:"failedUnits"`
+	Name     string `json:"name"`
+	Status   string `json:"status"`
+	District string `json:"district,omitempty"`
+	LastSeen string `json:"lastSeen"`
+	// FailedUnits is absent when the units are unknown (a gap says why).
+	FailedUnits *int   `json:"failedUnits,omitempty"`
 	Gaps        int    `json:"gaps"`
 	URI         string `json:"uri"`
 }

@@ -25,6 +25,7 @@ func TestSecurityFindings(t *testing.T) {
 		Defenses: &gridcityv1.Defenses{Firewall: &gridcityv1.Firewall{Tools: []string{"nftables"}},
 			Sshd: &gridcityv1.SSHConfig{PasswordAuthentication: "no", PermitRootLogin: "prohibit-password"}},
 		Listeners: &gridcityv1.Listeners{Items: []*gridcityv1.Listener{{Proto: "tcp", Address: "0.0.0.0", Port: 6379, Process: "redis-server"}}},
+		Updates:   &gridcityv1.Updates{Manager: "apt"}, // checked: none pending
 		Gaps:      &gridcityv1.Gaps{Items: []*gridcityv1.Gap{{Check: "logins:journal", Reason: "journalctl: permission denied"}}},
 	})
 	cs := e.client(t, e.token)

@@ -376,6 +376,14 @@ func gaps(srv fleet.Server) []Gap {
 	if srv.State != nil && srv.State.GetDefenses() == nil && !hasGap(out, "defenses") {
 		out = append(out, Gap{Server: srv.Name, Check: "defenses", Reason: "the agent sent no firewall or sshd facts (an agent older than this coordinator, or not collected yet)"})
 	}
+	// Without these no exposure can be found: their absence is a gap, not
+	// "no pending security updates" or "no port open".
+	if srv.State != nil && srv.State.GetUpdates() == nil && !hasGap(out, "updates") {
+		out = append(out, Gap{Server: srv.Name, Check: "updates", Reason: "the agent has not reported pending updates yet: security updates are unknown, not none"})
+	}
+	if srv.State != nil && srv.State.GetListeners() == nil && !hasGap(out, "sockets") {
+		out = append(out, Gap{Server: srv.Name, Check: "sockets", Reason: "the agent has not reported its listening ports yet: exposed ports are unknown, not none"})
+	}
 	return out
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // The simulated fleet comes in groups of Group servers, each group a
@@ -149,7 +150,7 @@ func State(i, n int, rng *rand.Rand, now time.Time) *gridcityv1.StateUpdate {
 			UptimeSeconds: uint64(now.Sub(boot).Seconds()), BootUnix: boot.Unix(), Virtualization: "kvm",
 			Addresses: []string{Addr(i)},
 		},
-		Cpu:    &gridcityv1.CPU{Cores: cores, Model: "Intel Xeon Processor (Icelake)", BusyPercent: busy, Load1: load1, Load5: load1, Load15: load1},
+		Cpu:    &gridcityv1.CPU{Cores: cores, Model: "Intel Xeon Processor (Icelake)", BusyPercent: proto.Float64(busy), Load1: load1, Load5: load1, Load15: load1},
 		Memory: &gridcityv1.Memory{TotalBytes: memTotal, UsedBytes: memUsed, AvailableBytes: memTotal - memUsed, UsedPercent: memPct},
 		Disks: &gridcityv1.Disks{Items: []*gridcityv1.Disk{
 			Disk("/", "/dev/vda1", 40*GiB, 0.35+0.3*rng.Float64()),

@@ -25,7 +25,7 @@ func goodState() *gridcityv1.StateUpdate {
 	return &gridcityv1.StateUpdate{
 		Full: true, CollectedUnixMs: validNow.UnixMilli(),
 		Host: &gridcityv1.HostInfo{Hostname: "web-1", Os: "debian", Kernel: "6.1", UptimeSeconds: 3600, BootUnix: now - 3600, Addresses: []string{"10.0.0.1"}},
-		Cpu:  &gridcityv1.CPU{Cores: 4, BusyPercent: 12.5, Load1: 0.5, Load5: 0.4, Load15: 0.3, Model: "x"},
+		Cpu:  &gridcityv1.CPU{Cores: 4, BusyPercent: proto.Float64(12.5), Load1: 0.5, Load5: 0.4, Load15: 0.3, Model: "x"},
 		Memory: &gridcityv1.Memory{TotalBytes: 8 << 30, UsedBytes: 2 << 30, AvailableBytes: 6 << 30, UsedPercent: 25,
 			SwapTotalBytes: 1 << 30, SwapUsedBytes: 0},
 		Disks: &gridcityv1.Disks{Items: []*gridcityv1.Disk{
@@ -71,12 +71,12 @@ func TestStateRefuses(t *testing.T) {
 		mutate func(u *gridcityv1.StateUpdate)
 		want   string
 	}{
-		{"NaN busy", func(u *gridcityv1.StateUpdate) { u.Cpu.BusyPercent = math.NaN() }, "state.cpu.busyPercent = NaN: not a number"},
+		{"NaN busy", func(u *gridcityv1.StateUpdate) { u.Cpu.BusyPercent = proto.Float64(math.NaN()) }, "state.cpu.busyPercent = NaN: not a number"},
 		{"+Inf load", func(u *gridcityv1.StateUpdate) { u.Cpu.Load1 = math.Inf(1) }, "state.cpu.load1 = +Inf: not a number"},
 		{"-Inf load", func(u *gridcityv1.StateUpdate) { u.Cpu.Load15 = math.Inf(-1) }, "state.cpu.load15 = -Inf: not a number"},
 		{"negative load", func(u *gridcityv1.StateUpdate) { u.Cpu.Load5 = -0.1 }, "state.cpu.load5 = -0.1: a load average cannot be negative"},
 		{"insane load", func(u *gridcityv1.StateUpdate) { u.Cpu.Load5 = 1e300 }, "state.cpu.load5 = 1e+300: a load average above"},
-		{"percent over 100", func(u *gridcityv1.StateUpdate) { u.Cpu.BusyPercent = 100.5 }, "state.cpu.busyPercent = 100.5: a percentage is between 0 and 100"},
+		{"percent over 100", func(u *gridcityv1.StateUpdate) { u.Cpu.BusyPercent = proto.Float64(100.5) }, "state.cpu.busyPercent = 100.5: a percentage is between 0 and 100"},
 		{"negative percent", func(u *gridcityv1.StateUpdate) { u.Memory.UsedPercent = -1 }, "state.memory.usedPercent = -1: a percentage"},
 		{"cores", func(u *gridcityv1.StateUpdate) { u.Cpu.Cores = math.MaxUint32 }, "state.cpu.cores = 4294967295: a core count is at most"},
 		{"negative size", func(u *gridcityv1.StateUpdate) { u.Disks.Items[2].UsedBytes = minus5 },
@@ -211,7 +211,7 @@ func TestEveryNumericFieldHasARule(t *testing.T) {
 // and what it accepts can be encoded as JSON (what every answer about the
 // fleet does with it).
 func FuzzState(f *testing.F) {
-	for _, u := range []*gridcityv1.StateUpdate{goodState(), {Cpu: &gridcityv1.CPU{BusyPercent: math.NaN()}}, {Disks: &gridcityv1.Disks{Items: []*gridcityv1.Disk{{UsedPercent: math.Inf(1)}}}}} {
+	for _, u := range []*gridcityv1.StateUpdate{goodState(), {Cpu: &gridcityv1.CPU{BusyPercent: proto.Float64(math.NaN())}}, {Disks: &gridcityv1.Disks{Items: []*gridcityv1.Disk{{UsedPercent: math.Inf(1)}}}}} {
 		b, err := proto.Marshal(u)
 		if err != nil {
 			f.Fatal(err)

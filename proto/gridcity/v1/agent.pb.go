@@ -543,7 +543,9 @@ func (x *Heartbeat) GetSentUnixMs() int64 {
 
 // StateUpdate carries the full state (full = true) right after Hello and
 // afterwards only the sections that changed. A section that is not set did
-// not change; a section that is set replaces the previous one whole.
+// not change; a section that is set replaces the previous one whole. In a
+// full state a section that is not set is unknown (not collected yet, or
+// not collectable: gaps says which and why), never empty or zero.
 type StateUpdate struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Full            bool                   `protobuf:"varint,1,opt,name=full,proto3" json:"full,omitempty"`
@@ -815,13 +817,16 @@ func (x *HostInfo) GetAddresses() []string {
 }
 
 type CPU struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Cores         uint32                 `protobuf:"varint,1,opt,name=cores,proto3" json:"cores,omitempty"`
-	BusyPercent   float64                `protobuf:"fixed64,2,opt,name=busy_percent,json=busyPercent,proto3" json:"busy_percent,omitempty"`
-	Load1         float64                `protobuf:"fixed64,3,opt,name=load1,proto3" json:"load1,omitempty"`
-	Load5         float64                `protobuf:"fixed64,4,opt,name=load5,proto3" json:"load5,omitempty"`
-	Load15        float64                `protobuf:"fixed64,5,opt,name=load15,proto3" json:"load15,omitempty"`
-	Model         string                 `protobuf:"bytes,6,opt,name=model,proto3" json:"model,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Cores uint32                 `protobuf:"varint,1,opt,name=cores,proto3" json:"cores,omitempty"`
+	// Share of the time busy since the previous sample. Unset until the
+	// agent has taken two samples (the first alone would be the average
+	// since boot): unknown, never 0. A gap "cpu:busy" says so.
+	BusyPercent   *float64 `protobuf:"fixed64,2,opt,name=busy_percent,json=busyPercent,proto3,oneof" json:"busy_percent,omitempty"`
+	Load1         float64  `protobuf:"fixed64,3,opt,name=load1,proto3" json:"load1,omitempty"`
+	Load5         float64  `protobuf:"fixed64,4,opt,name=load5,proto3" json:"load5,omitempty"`
+	Load15        float64  `protobuf:"fixed64,5,opt,name=load15,proto3" json:"load15,omitempty"`
+	Model         string   `protobuf:"bytes,6,opt,name=model,proto3" json:"model,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -864,8 +869,8 @@ func (x *CPU) GetCores() uint32 {
 }
 
 func (x *CPU) GetBusyPercent() float64 {
-	if x != nil {
-		return x.BusyPercent
+	if x != nil && x.BusyPercent != nil {
+		return *x.BusyPercent
 	}
 	return 0
 }
@@ -3120,14 +3125,15 @@ const file_gridcity_v1_agent_proto_rawDesc = "" +
 	"\tboot_unix\x18\b \x01(\x03R\bbootUnix\x12&\n" +
 	"\x0evirtualization\x18\t \x01(\tR\x0evirtualization\x12\x1c\n" +
 	"\taddresses\x18\n" +
-	" \x03(\tR\taddresses\"\x98\x01\n" +
+	" \x03(\tR\taddresses\"\xae\x01\n" +
 	"\x03CPU\x12\x14\n" +
-	"\x05cores\x18\x01 \x01(\rR\x05cores\x12!\n" +
-	"\fbusy_percent\x18\x02 \x01(\x01R\vbusyPercent\x12\x14\n" +
+	"\x05cores\x18\x01 \x01(\rR\x05cores\x12&\n" +
+	"\fbusy_percent\x18\x02 \x01(\x01H\x00R\vbusyPercent\x88\x01\x01\x12\x14\n" +
 	"\x05load1\x18\x03 \x01(\x01R\x05load1\x12\x14\n" +
 	"\x05load5\x18\x04 \x01(\x01R\x05load5\x12\x16\n" +
 	"\x06load15\x18\x05 \x01(\x01R\x06load15\x12\x14\n" +
-	"\x05model\x18\x06 \x01(\tR\x05model\"\xe6\x01\n" +
+	"\x05model\x18\x06 \x01(\tR\x05modelB\x0f\n" +
+	"\r_busy_percent\"\xe6\x01\n" +
 	"\x06Memory\x12\x1f\n" +
 	"\vtotal_bytes\x18\x01 \x01(\x04R\n" +
 	"totalBytes\x12\x1d\n" +
@@ -3453,6 +3459,7 @@ func file_gridcity_v1_agent_proto_init() {
 		(*AgentMessage_CommandEvent)(nil),
 		(*AgentMessage_ProbeResult)(nil),
 	}
+	file_gridcity_v1_agent_proto_msgTypes[7].OneofWrappers = []any{}
 	file_gridcity_v1_agent_proto_msgTypes[30].OneofWrappers = []any{
 		(*CoordinatorMessage_Settings)(nil),
 		(*CoordinatorMessage_RunCommand)(nil),
