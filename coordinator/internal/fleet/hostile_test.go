@@ -74,8 +74,8 @@ func TestBadStoredRowsAreRepairedAtLoad(t *testing.T) {
 
 	// A NaN that reaches the fleet (the agent API refuses it; this is the
 	// fleet's own guard) costs its own sample, not the others'.
-	f.Apply("good", f.Connect(&gridcityv1.Hello{Name: "good"}), &gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 2, BusyPercent: proto.Float64(42)}})
-	f.Apply("bad", f.Connect(&gridcityv1.Hello{Name: "bad"}), &gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 2, BusyPercent: proto.Float64(math.NaN())}})
+	f.Apply("good", f.Connect(&gridcityv1.Hello{Name: "good"}), &gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 2, BusyPercent: proto.Float64(42)}, Memory: &gridcityv1.Memory{TotalBytes: 1 << 30, UsedBytes: 1 << 29, UsedPercent: 50}})
+	f.Apply("bad", f.Connect(&gridcityv1.Hello{Name: "bad"}), &gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 2, BusyPercent: proto.Float64(math.NaN())}, Memory: &gridcityv1.Memory{TotalBytes: 1 << 30, UsedBytes: 1 << 29, UsedPercent: 50}})
 	err = f.Flush(ctx)
 	if !errors.Is(err, store.ErrNotFinite) || !strings.Contains(err.Error(), "metric sample of bad") {
 		t.Errorf("Flush = %v; want it to name bad's sample as not a number", err)
