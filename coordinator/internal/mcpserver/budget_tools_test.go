@@ -417,3 +417,24 @@ func BenchmarkToolAnswerSizes(b *testing.B) {
 		})
 	}
 }
+
+// TestToolsListLeavesRoomForMoreTools: the whole tools/list answer, every
+// tool's description and schemas as an operate token lists them, stays
+// under 32,000 characters with room for two more tools the size of an
+// average one of today's.
+func TestToolsListLeavesRoomForMoreTools(t *testing.T) {
+	l, err := Offered(context.Background(), store.ScopeOperate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(&mcp.ListToolsResult{Tools: l.Tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := len([]rune(string(b)))
+	room := 2 * (size / len(l.Tools))
+	t.Logf("tools/list: %d characters for %d tools", size, len(l.Tools))
+	if size+room > 32000 {
+		t.Errorf("tools/list is %d characters: with room for two more tools (%d) it would be over 32,000; shorten descriptions", size, room)
+	}
+}

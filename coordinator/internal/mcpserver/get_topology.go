@@ -23,19 +23,19 @@ type TopologyInput struct {
 // TopologyOutput is get_topology's result: districts and links without a
 // target, or one target's neighbourhood with one.
 type TopologyOutput struct {
-	Note             string         `json:"note,omitempty" jsonschema:"set when the answer is empty for a reason a person can fix, e.g. no coordinator config is loaded, and how to fix it"`
+	Note             string         `json:"note,omitempty" jsonschema:"why the answer is empty when a person can fix it (e.g. no config is loaded), and how"`
 	Districts        []DistrictView `json:"districts,omitempty" jsonschema:"groups of targets (a product, an environment); without district, the first members of each"`
 	DistrictsCount   int            `json:"districtsCount,omitempty" jsonschema:"how many districts there are, however many are listed (district gives one in full)"`
-	Links            []LinkView     `json:"links,omitempty" jsonschema:"uses links, from uses to, sorted; as many as fit: linksTotal counts them all, nextAfter pages on, district or target narrows"`
+	Links            []LinkView     `json:"links,omitempty" jsonschema:"uses links (from uses to), sorted, as many as fit"`
 	LinksTotal       int            `json:"linksTotal,omitempty" jsonschema:"how many links there are, however many are listed"`
 	NextAfter        string         `json:"nextAfter,omitempty" jsonschema:"set when links (or with a target, blastRadius) was cut short: pass it as after for the next ones"`
 	Target           string         `json:"target,omitempty"`
 	Kind             string         `json:"kind,omitempty" jsonschema:"server, or the resource's kind"`
 	Uses             []string       `json:"uses,omitempty" jsonschema:"what the target uses directly (as many as fit; usesCount counts them)"`
 	UsesCount        int            `json:"usesCount,omitempty"`
-	UsedBy           []string       `json:"usedBy,omitempty" jsonschema:"what uses the target directly (as many as fit; usedByCount counts them, and each is in the blast radius too)"`
+	UsedBy           []string       `json:"usedBy,omitempty" jsonschema:"what uses the target directly (as many as fit; each is in the blast radius too)"`
 	UsedByCount      int            `json:"usedByCount,omitempty"`
-	BlastRadius      []string       `json:"blastRadius,omitempty" jsonschema:"everything that transitively uses the target: what breaks if it does (sorted by id, as many as fit; nextAfter pages on)"`
+	BlastRadius      []string       `json:"blastRadius,omitempty" jsonschema:"everything that transitively uses the target, what breaks if it does: sorted by id, as many as fit"`
 	BlastRadiusCount int            `json:"blastRadiusCount,omitempty" jsonschema:"how many targets are in the blast radius, however many are listed"`
 }
 
@@ -92,11 +92,9 @@ func addGetTopology(s *mcp.Server, d Deps) {
 	mcp.AddTool(s, &mcp.Tool{
 		Name:  "get_topology",
 		Title: "Get the topology",
-		Description: "Show how the fleet fits together. Without a target: every district and every uses link (declared in the config or discovered from the servers' established connections), " +
-			"or only one district's when district is given. " +
-			"With a target (a server or resource id): what it uses, what uses it, and its blast radius — everything that transitively depends on it. " +
-			"Long lists are cut short with their counts; after (the answer's nextAfter) pages on. " +
-			"Call it before changing something, to see what else it would touch.",
+		Description: "How the fleet fits together. Without a target: the districts (the first members of each) and the uses links, declared in the config or discovered " +
+			"from the servers' connections; district narrows to one. With a target (a server or resource id): what it uses, what uses it, and its blast radius, " +
+			"everything that transitively depends on it. Lists cut short say how many; after (the answer's nextAfter) pages on. Call it before changing something.",
 		Annotations:  readOnly("Get the topology"),
 		OutputSchema: outputSchema[TopologyOutput](),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in TopologyInput) (*mcp.CallToolResult, TopologyOutput, error) {

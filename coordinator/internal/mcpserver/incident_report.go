@@ -25,7 +25,7 @@ type IncidentOutput struct {
 	RootCauses      []RootCauseView `json:"rootCauses" jsonschema:"troubled targets none of whose dependencies is troubled: fix these first; those explaining the most first"`
 	RootCausesCount int             `json:"rootCausesCount" jsonschema:"how many root causes there are, however many are listed"`
 	NextAfter       string          `json:"nextAfter,omitempty" jsonschema:"set when rootCauses was cut short: pass it as after for the next ones"`
-	Troubled        []TroubledView  `json:"troubled" jsonschema:"troubled targets by id, each with the root cause that explains it; cut short on a large fleet (root_cause lists what each explains)"`
+	Troubled        []TroubledView  `json:"troubled" jsonschema:"troubled targets by id, each with its root cause; cut short on a large fleet (root_cause lists what one explains)"`
 	TroubledCount   int             `json:"troubledCount" jsonschema:"how many targets are troubled, however many are listed"`
 	Recent          []IncidentView  `json:"recent" jsonschema:"the latest incidents, open and ended, newest first (kept across restarts)"`
 	GeneratedAt     string          `json:"generatedAt"`
@@ -82,10 +82,10 @@ func addIncidentReport(s *mcp.Server, d Deps) {
 	mcp.AddTool(s, &mcp.Tool{
 		Name:  "incident_report",
 		Title: "Incident report",
-		Description: "Answer \"what is broken?\" with root causes rather than a list of alarms: how many targets are healthy, the root causes " +
-			"(troubled targets whose own dependencies are healthy; those explaining the most first) with what each one explains and what is at risk, and the troubled targets with their root cause. " +
-			"Servers are troubled when their agent is offline; resources when they fail enough probes in a row. On a large fleet lists are cut short with counts: " +
-			"after pages the root causes, root_cause lists everything one explains. Call diagnose or get_topology on a root cause next.",
+		Description: "What is broken, as root causes rather than alarms: how many targets are healthy, the root causes (troubled targets whose own dependencies are healthy; " +
+			"those explaining the most first) with what each explains and puts at risk, then the troubled targets with their root cause. " +
+			"A server is troubled when its agent is offline, a resource after enough failed probes in a row. Lists cut short say how many: " +
+			"after pages the root causes, root_cause lists all that one explains. Next: diagnose or get_topology on a root cause.",
 		Annotations:  readOnly("Incident report"),
 		OutputSchema: outputSchema[IncidentOutput](),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in IncidentInput) (*mcp.CallToolResult, IncidentOutput, error) {

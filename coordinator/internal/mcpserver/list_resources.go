@@ -27,7 +27,7 @@ type ResourcesInput struct {
 
 // ResourcesOutput is list_resources' result.
 type ResourcesOutput struct {
-	Note            string         `json:"note,omitempty" jsonschema:"set when the answer is empty for a reason a person can fix, e.g. no coordinator config is loaded, and how to fix it"`
+	Note            string         `json:"note,omitempty" jsonschema:"why the answer is empty when a person can fix it (e.g. no config is loaded), and how"`
 	Resources       []ResourceView `json:"resources" jsonschema:"troubled ones first, then by id; as many as fit"`
 	ResourcesCount  int            `json:"resourcesCount" jsonschema:"how many resources match, however many are listed"`
 	TroubledCount   int            `json:"troubledCount" jsonschema:"how many of them are troubled"`
@@ -35,7 +35,7 @@ type ResourcesOutput struct {
 	CandidatesCount int            `json:"candidatesCount" jsonschema:"how many candidates there are, however many are listed"`
 	// Candidates are services the servers run that look like resources but
 	// are not in the config yet.
-	Candidates []CandidateView `json:"candidates" jsonschema:"servers listening on a well-known database or cache port that no configured resource names: add them to the config to probe them and see them in incidents"`
+	Candidates []CandidateView `json:"candidates" jsonschema:"servers listening off loopback on a database or cache port no resource names: add them to the config to probe them"`
 }
 
 // CandidateView is a possible resource found on a server.
@@ -93,9 +93,9 @@ func addListResources(s *mcp.Server, d Deps) {
 	mcp.AddTool(s, &mcp.Tool{
 		Name:  "list_resources",
 		Title: "List resources",
-		Description: "List the resources in the coordinator's config — databases, buckets, URL probes, load balancers — each checked with its real protocol " +
-			"(a Postgres startup, a Redis PING, an HTTP request …): status, the real error text when it fails, latency and cheap metrics, and when and from where it was checked. " +
-			"Troubled ones come first; a long list is cut short with counts, status and kind narrow it and after pages on.",
+		Description: "The resources in the coordinator's config (databases, buckets, URL probes, load balancers), each checked with its real protocol " +
+			"(a Postgres startup, a Redis PING, an HTTP request …): status, the real error text when it fails, latency and cheap metrics, when and from where it was checked. " +
+			"Troubled ones first; a long list is cut short with counts: status and kind narrow it, after pages on.",
 		Annotations:  readOnly("List resources"),
 		OutputSchema: outputSchema[ResourcesOutput](),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in ResourcesInput) (*mcp.CallToolResult, ResourcesOutput, error) {

@@ -12,7 +12,7 @@ import (
 
 // RunbooksOutput is list_runbooks' result.
 type RunbooksOutput struct {
-	Note          string        `json:"note,omitempty" jsonschema:"set when the answer is empty for a reason a person can fix, e.g. no coordinator config is loaded, and how to fix it"`
+	Note          string        `json:"note,omitempty" jsonschema:"why the answer is empty when a person can fix it (e.g. no config is loaded), and how"`
 	Runbooks      []RunbookView `json:"runbooks" jsonschema:"in the config's order, as many as fit"`
 	RunbooksCount int           `json:"runbooksCount" jsonschema:"how many runbooks there are, however many are listed"`
 	NextAfter     string        `json:"nextAfter,omitempty" jsonschema:"set when runbooks was cut short: pass it as after for the next ones"`
