@@ -41,6 +41,8 @@ const (
 	// Every bigFailedEvery-th resource fails on its own: a root cause
 	// explaining nothing.
 	bigFailedEvery = 10
+	// bigLB is the resource that balances every fourth server.
+	bigLB = 998
 )
 
 // memStore is the store the big fleet needs: the agents it enrolled, no
@@ -76,7 +78,8 @@ var (
 // blocked scanner every server reports, 200 failed units), 1,000
 // resources, over 40,000 links (discovered from the servers' connections,
 // and declared), 5,000 offline servers explained by one failed resource
-// and 100 more failed resources. Built once per test binary; the tools
+// and 100 more failed resources, and a load balancer in front of 2,500
+// servers. Built once per test binary; the tools
 // only read it.
 func bigFleet(tb testing.TB) Deps {
 	tb.Helper()
@@ -106,6 +109,11 @@ func buildBigFleet() Deps {
 	}
 	for i := 1; i < bigServers; i += 2 {
 		cfg.Links = append(cfg.Links, config.Link{From: simfleet.Name(i), To: bigRoot})
+	}
+	// A load balancer in front of every fourth server.
+	cfg.Resources[bigLB].Kind, cfg.Resources[bigLB].Engine, cfg.Resources[bigLB].Target = "load_balancer", "http", "http://172.20.0.1/"
+	for i := 0; i < bigServers; i += 4 {
+		cfg.Links = append(cfg.Links, config.Link{From: id(bigLB), To: simfleet.Name(i)})
 	}
 	cfg.Runbooks = []config.Runbook{{Name: "restart-postgres", Description: "Restart PostgreSQL on a database server", Command: "systemctl restart postgresql", Match: map[string]string{"engine": "postgres"}}}
 
@@ -222,6 +230,7 @@ func TestToolAnswersFitTheBudgetOnABigFleet(t *testing.T) {
 		{"list_resources", map[string]any{"status": "ok"}},
 		{"list_resources", map[string]any{"kind": "database", "after": "res-0500"}},
 		{"list_resources", map[string]any{"status": "failed"}},
+		{"list_resources", map[string]any{"kind": "load_balancer"}},
 		{"diagnose", map[string]any{"target": bigRoot}},
 		{"diagnose", map[string]any{"target": simfleet.Name(1)}},
 		{"list_runbooks", nil},
@@ -347,6 +356,14 @@ func TestListsOfTheOtherToolsPageToTheEnd(t *testing.T) {
 	withinBudget(t, cs, "list_resources", nil, &res)
 	if res.ResourcesCount != bigResources || res.TroubledCount != bigResources/bigFailedEvery || !res.Resources[0].Troubled || res.NextAfter == "" {
 		t.Fatalf("list_resources: %d listed of %d, %d troubled, first %+v, nextAfter %q", len(res.Resources), res.ResourcesCount, res.TroubledCount, res.Resources[0], res.NextAfter)
+	}
+	var lb ResourcesOutput
+	withinBudget(t, cs, "list_resources", map[string]any{"kind": "load_balancer"}, &lb)
+	if len(lb.Resources) != 1 {
+		t.Fatalf("list_resources kind load_balancer: %d resources; want 1", len(lb.Resources))
+	}
+	if r := lb.Resources[0]; r.BackendsCount != bigServers/4 || len(r.Backends) > maxListed {
+		t.Fatalf("the load balancer lists %d backends of %d; want at most %d of %d", len(r.Backends), r.BackendsCount, maxListed, bigServers/4)
 	}
 	// Every bucket, page by page (each kind pages alike; all of them would
 	// take a minute under the race detector).

@@ -52,21 +52,22 @@ var wellKnown = map[uint32]string{5432: "postgres", 3306: "mysql", 6379: "redis"
 
 // ResourceView is one resource; reason is the probe's real error text.
 type ResourceView struct {
-	ID          string             `json:"id"`
-	Name        string             `json:"name"`
-	Kind        string             `json:"kind" jsonschema:"database, bucket, probe or load_balancer"`
-	Engine      string             `json:"engine"`
-	Target      string             `json:"target"`
-	Status      string             `json:"status" jsonschema:"ok, failed (from every place it is checked from), degraded (failing from some of them) or unknown (not checked yet)"`
-	Troubled    bool               `json:"troubled" jsonschema:"failing enough checks in a row to count as an incident"`
-	Reason      string             `json:"reason,omitempty" jsonschema:"why the last check failed, as the probe saw it"`
-	Metrics     map[string]float64 `json:"metrics" jsonschema:"latency_ms and what the protocol tells cheaply (status_code, days_left, auth_required …)"`
-	CheckedAt   string             `json:"checkedAt,omitempty"`
-	CheckedFrom string             `json:"checkedFrom,omitempty" jsonschema:"where the checks that count ran: the servers that use it (comma-separated), or the coordinator"`
-	Since       string             `json:"since,omitempty" jsonschema:"since when it has been troubled (or healthy)"`
-	Backends    []BackendView      `json:"backends,omitempty" jsonschema:"load balancers: the targets behind it (what it uses, but the server it runs on) and their state"`
-	Checks      []CheckView        `json:"checks" jsonschema:"each vantage point's latest check, failed ones first, the first 10: the servers that use it probe it through their agents; the coordinator probes it when none can"`
-	ChecksCount int                `json:"checksCount" jsonschema:"how many vantage points check it"`
+	ID            string             `json:"id"`
+	Name          string             `json:"name"`
+	Kind          string             `json:"kind" jsonschema:"database, bucket, probe or load_balancer"`
+	Engine        string             `json:"engine"`
+	Target        string             `json:"target"`
+	Status        string             `json:"status" jsonschema:"ok, failed (from every place it is checked from), degraded (failing from some of them) or unknown (not checked yet)"`
+	Troubled      bool               `json:"troubled" jsonschema:"failing enough checks in a row to count as an incident"`
+	Reason        string             `json:"reason,omitempty" jsonschema:"why the last check failed, as the probe saw it"`
+	Metrics       map[string]float64 `json:"metrics" jsonschema:"latency_ms and what the protocol tells cheaply (status_code, days_left, auth_required …)"`
+	CheckedAt     string             `json:"checkedAt,omitempty"`
+	CheckedFrom   string             `json:"checkedFrom,omitempty" jsonschema:"where the checks that count ran: the servers that use it (comma-separated), or the coordinator"`
+	Since         string             `json:"since,omitempty" jsonschema:"since when it has been troubled (or healthy)"`
+	Backends      []BackendView      `json:"backends,omitempty" jsonschema:"load balancers: the targets behind it (what it uses, but the server it runs on) and their state; troubled ones first, the first 10"`
+	BackendsCount int                `json:"backendsCount,omitempty" jsonschema:"load balancers: how many targets are behind it (get_topology on it lists them all)"`
+	Checks        []CheckView        `json:"checks" jsonschema:"each vantage point's latest check, failed ones first, the first 10: the servers that use it probe it through their agents; the coordinator probes it when none can"`
+	ChecksCount   int                `json:"checksCount" jsonschema:"how many vantage points check it"`
 }
 
 // BackendView is a target behind a load balancer.
@@ -169,9 +170,14 @@ func addListResources(s *mcp.Server, d Deps) {
 					}
 				}
 			}
-			return ResourceView{ID: st.ID, Name: st.Name, Kind: st.Kind, Engine: st.Engine, Target: st.Target,
+			v := ResourceView{ID: st.ID, Name: st.Name, Kind: st.Kind, Engine: st.Engine, Target: st.Target,
 				Status: st.Status, Troubled: st.Troubled, Reason: st.Reason, Metrics: m, CheckedAt: rfc3339(st.CheckedAt), CheckedFrom: st.CheckedFrom,
-				Since: rfc3339(st.Since), Backends: backends, Checks: checks, ChecksCount: len(st.Checks)}
+				Since: rfc3339(st.Since), Checks: checks, ChecksCount: len(st.Checks)}
+			if backends != nil {
+				slices.SortStableFunc(backends, func(a, b BackendView) int { return cmp.Compare(first(a.Troubled), first(b.Troubled)) })
+				v.Backends, v.BackendsCount = backends[:min(len(backends), maxListed)], len(backends)
+			}
+			return v
 		}, budget-jsonSize(out)-300)
 		if n := len(out.Resources); n > 0 && from+n < len(states) {
 			out.NextAfter = keys[from+n-1]

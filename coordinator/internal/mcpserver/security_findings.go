@@ -142,7 +142,11 @@ func addSecurityFindings(s *mcp.Server, d Deps) {
 		// Attacks first, then exposures (most severe first), then gaps,
 		// each cut to its share of what is left.
 		left := budget - jsonSize(out) - 300
-		out.Attacks = fill(rep.Attacks[from:], attackView, left/2)
+		share := left / 2
+		if in.Source != "" {
+			share = left // a source's answer is its attacks alone
+		}
+		out.Attacks = fill(rep.Attacks[from:], attackView, share)
 		if n := len(out.Attacks); from+n < len(rep.Attacks) && n > 0 {
 			out.NextAfter = keys[from+n-1]
 		}
