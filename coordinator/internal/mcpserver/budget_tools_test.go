@@ -384,6 +384,11 @@ func TestListsOfTheOtherToolsPageToTheEnd(t *testing.T) {
 		t.Fatalf("list_resources reached %d buckets of %d; want %d", len(ids), res.ResourcesCount, bigResources/4)
 	}
 	var topo TopologyOutput
+	withinBudget(t, cs, "get_topology", nil, &topo)
+	if topo.DistrictsCount != bigServers/simfleet.Group || len(topo.Districts) != topo.DistrictsCount {
+		t.Fatalf("get_topology names %d districts of %d; want every one (district lists one's members)", len(topo.Districts), topo.DistrictsCount)
+	}
+	topo = TopologyOutput{}
 	withinBudget(t, cs, "get_topology", map[string]any{"target": bigRoot}, &topo)
 	if topo.BlastRadiusCount < bigServers/2 || topo.UsedByCount != bigServers/2 || topo.NextAfter == "" {
 		t.Fatalf("get_topology %s: blast radius %d listed of %d, usedBy %d, nextAfter %q", bigRoot, len(topo.BlastRadius), topo.BlastRadiusCount, topo.UsedByCount, topo.NextAfter)

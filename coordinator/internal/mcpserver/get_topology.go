@@ -78,7 +78,7 @@ func (o TopologyOutput) MarshalJSON() ([]byte, error) {
 type DistrictView struct {
 	ID           string   `json:"id"`
 	Name         string   `json:"name"`
-	Members      []string `json:"members" jsonschema:"its targets by id; without district the first 5"`
+	Members      []string `json:"members" jsonschema:"its targets by id; without district the first 5, or none when the fleet has too many districts to list them"`
 	MembersCount int      `json:"membersCount" jsonschema:"how many targets it has, however many are listed"`
 }
 
@@ -139,6 +139,11 @@ func addGetTopology(s *mcp.Server, d Deps) {
 				out.Districts = []DistrictView{dv}
 			} else {
 				out.Districts = fill(districts, func(v DistrictView) DistrictView { return v }, budget/2)
+				if len(out.Districts) < len(districts) {
+					// Every district named rather than some with members:
+					// district lists one's members.
+					out.Districts = fill(districts, func(v DistrictView) DistrictView { v.Members = []string{}; return v }, budget/2)
+				}
 			}
 			var links []LinkView
 			for _, l := range g.Links() {
