@@ -43,6 +43,9 @@ const (
 	bigFailedEvery = 10
 	// bigLB is the resource that balances every fourth server.
 	bigLB = 998
+	// bigFullDisks is the server with 300 full disks: the Doctor has a
+	// diagnosis and a fix for each.
+	bigFullDisks = 2
 )
 
 // memStore is the store the big fleet needs: the agents it enrolled, no
@@ -79,7 +82,7 @@ var (
 // resources, over 40,000 links (discovered from the servers' connections,
 // and declared), 5,000 offline servers explained by one failed resource
 // and 100 more failed resources, and a load balancer in front of 2,500
-// servers. Built once per test binary; the tools
+// servers, and one server with 300 full disks. Built once per test binary; the tools
 // only read it.
 func bigFleet(tb testing.TB) Deps {
 	tb.Helper()
@@ -135,6 +138,11 @@ func buildBigFleet() Deps {
 	for i := range bigServers {
 		st := simfleet.State(i, bigServers, r, now)
 		simfleet.AddTrouble(st, i, now)
+		if i == bigFullDisks {
+			for k := range 300 {
+				st.Disks.Items = append(st.Disks.Items, simfleet.Disk(fmt.Sprintf("/srv/volume-%03d", k), fmt.Sprintf("/dev/vdd%d", k), 100*simfleet.GiB, 0.995))
+			}
+		}
 		conn := f.Connect(simfleet.Hello(i, "0.9.0"))
 		f.Apply(simfleet.Name(i), conn, st)
 		if i%2 == 1 {
@@ -236,6 +244,12 @@ func TestToolAnswersFitTheBudgetOnABigFleet(t *testing.T) {
 		{"list_runbooks", nil},
 	} {
 		withinBudget(t, cs, c.name, c.args, nil)
+	}
+	var dg DiagnoseOutput
+	withinBudget(t, cs, "diagnose", map[string]any{"target": simfleet.Name(bigFullDisks)}, &dg)
+	if dg.DiagnosesCount < 300 || len(dg.Diagnoses) == 0 || len(dg.Diagnoses) >= dg.DiagnosesCount || dg.FixesCount < 300 || len(dg.Fixes) == 0 {
+		t.Errorf("diagnose of the server with 300 full disks: %d diagnoses listed of %d, %d fixes of %d; want some of over 300 of each",
+			len(dg.Diagnoses), dg.DiagnosesCount, len(dg.Fixes), dg.FixesCount)
 	}
 }
 
