@@ -80,7 +80,7 @@ func (s *session) judgeHost(srv fleet.Server, subjs ...Subject) judged {
 	gaps := gapReasons(srv, "disks", "memory", "cpu")
 	if st.GetDisks() == nil && st.GetMemory() == nil && st.GetCpu() == nil {
 		if len(gaps) > 0 {
-			return verdict(Skip, fmt.Sprintf("%s's agent could not collect its disks, memory or load: %s", srv.Name, strings.Join(gaps, "; ")))
+			return verdict(Skip, fmt.Sprintf("%s's agent could not collect its disks, memory or load: %s", srv.Name, joinSome(gaps, "; ")))
 		}
 		return verdict(Skip, fmt.Sprintf("%s's agent has sent no disks, memory or load yet", srv.Name))
 	}
@@ -158,14 +158,14 @@ func (s *session) judgeHost(srv fleet.Server, subjs ...Subject) judged {
 	}
 	switch {
 	case len(fails) > 0:
-		j.Status, j.Detail = Fail, strings.Join(fails, "; ")
+		j.Status, j.Detail = Fail, joinSome(fails, "; ")
 	case len(warns) > 0:
-		j.Status, j.Detail = Warn, strings.Join(warns, "; ")
+		j.Status, j.Detail = Warn, joinSome(warns, "; ")
 	default:
-		j.Status, j.Detail = Pass, strings.Join(ok, ", ")
+		j.Status, j.Detail = Pass, joinSome(ok, ", ")
 	}
 	if len(gaps) > 0 {
-		j.Detail += "; not collected: " + strings.Join(gaps, "; ")
+		j.Detail += "; not collected: " + joinSome(gaps, "; ")
 	}
 	return j
 }

@@ -37,11 +37,15 @@ func clip(s string, n int) string {
 }
 
 // list joins items, spelling out at most maxItems.
-func list(items []string) string {
+func list(items []string) string { return joinSome(items, ", ") }
+
+// joinSome joins items with sep, spelling out at most maxItems: a rung's
+// detail is one line, however many disks a host has.
+func joinSome(items []string, sep string) string {
 	if len(items) <= maxItems {
-		return strings.Join(items, ", ")
+		return strings.Join(items, sep)
 	}
-	return strings.Join(items[:maxItems], ", ") + fmt.Sprintf(" and %d more", len(items)-maxItems)
+	return strings.Join(items[:maxItems], sep) + fmt.Sprintf("%sand %d more", sep, len(items)-maxItems)
 }
 
 // ago says how long before now t was, roughly.

@@ -28,8 +28,8 @@ func TestTopologyOfABareFleetHasEveryField(t *testing.T) {
 		args map[string]any
 		want string
 	}{
-		{map[string]any{}, `{"districts":[],"links":[],"linksTotal":0}`},
-		{map[string]any{"target": "vm"}, `{"blastRadius":[],"blastRadiusCount":0,"kind":"server","target":"vm","usedBy":[],"uses":[]}`},
+		{map[string]any{}, `{"districts":[],"districtsCount":0,"links":[],"linksTotal":0}`},
+		{map[string]any{"target": "vm"}, `{"blastRadius":[],"blastRadiusCount":0,"kind":"server","target":"vm","usedBy":[],"usedByCount":0,"uses":[],"usesCount":0}`},
 	} {
 		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "get_topology", Arguments: tc.args})
 		if err != nil || res.IsError {

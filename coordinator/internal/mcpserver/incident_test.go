@@ -134,7 +134,9 @@ probes: {interval: 15s, timeout: 1s, failuresBeforeTroubled: 2}
 	if len(lr.Candidates) != 1 || lr.Candidates[0].Server != "web-1" || lr.Candidates[0].Engine != "postgres" || lr.Candidates[0].Process != "postgres" {
 		t.Fatalf("candidates %+v", lr.Candidates)
 	}
-	if len(lr.Resources) != 2 || lr.Resources[1].ID != "orders-db" || lr.Resources[1].Status != "failed" || !lr.Resources[1].Troubled || lr.Resources[0].Status != "ok" || lr.Resources[0].CheckedFrom != "coordinator" {
+	// Troubled resources come first.
+	if len(lr.Resources) != 2 || lr.Resources[0].ID != "orders-db" || lr.Resources[0].Status != "failed" || !lr.Resources[0].Troubled || lr.Resources[1].Status != "ok" || lr.Resources[1].CheckedFrom != "coordinator" ||
+		lr.ResourcesCount != 2 || lr.TroubledCount != 1 || lr.NextAfter != "" {
 		t.Fatalf("resources %+v", lr.Resources)
 	}
 }

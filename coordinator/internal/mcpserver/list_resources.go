@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -13,16 +14,28 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gridcity/gridcity/coordinator/internal/loopback"
+	"github.com/gridcity/gridcity/coordinator/internal/resources"
 	"github.com/gridcity/gridcity/coordinator/internal/topology"
 )
 
+// ResourcesInput is list_resources' input.
+type ResourcesInput struct {
+	Status string `json:"status,omitempty" jsonschema:"only resources with this status: ok, failed, degraded or unknown"`
+	Kind   string `json:"kind,omitempty" jsonschema:"only resources of this kind: database, bucket, probe or load_balancer"`
+	After  string `json:"after,omitempty" jsonschema:"continue the list after this resource: the answer's nextAfter"`
+}
+
 // ResourcesOutput is list_resources' result.
 type ResourcesOutput struct {
-	Note      string         `json:"note,omitempty" jsonschema:"set when the answer is empty for a reason a person can fix, e.g. no coordinator config is loaded, and how to fix it"`
-	Resources []ResourceView `json:"resources"`
+	Note            string         `json:"note,omitempty" jsonschema:"why the answer is empty when a person can fix it (e.g. no config is loaded), and how"`
+	Resources       []ResourceView `json:"resources" jsonschema:"troubled ones first, then by id; as many as fit"`
+	ResourcesCount  int            `json:"resourcesCount" jsonschema:"how many resources match, however many are listed"`
+	TroubledCount   int            `json:"troubledCount" jsonschema:"how many of them are troubled"`
+	NextAfter       string         `json:"nextAfter,omitempty" jsonschema:"set when resources was cut short: pass it as after (with the same status and kind) for the next ones"`
+	CandidatesCount int            `json:"candidatesCount" jsonschema:"how many candidates there are, however many are listed"`
 	// Candidates are services the servers run that look like resources but
 	// are not in the config yet.
-	Candidates []CandidateView `json:"candidates" jsonschema:"servers listening on a well-known database or cache port that no configured resource names: add them to the config to probe them and see them in incidents"`
+	Candidates []CandidateView `json:"candidates" jsonschema:"servers listening off loopback on a database or cache port no resource names: add them to the config to probe them"`
 }
 
 // CandidateView is a possible resource found on a server.
@@ -39,20 +52,22 @@ var wellKnown = map[uint32]string{5432: "postgres", 3306: "mysql", 6379: "redis"
 
 // ResourceView is one resource; reason is the probe's real error text.
 type ResourceView struct {
-	ID          string             `json:"id"`
-	Name        string             `json:"name"`
-	Kind        string             `json:"kind" jsonschema:"database, bucket, probe or load_balancer"`
-	Engine      string             `json:"engine"`
-	Target      string             `json:"target"`
-	Status      string             `json:"status" jsonschema:"ok, failed (from every place it is checked from), degraded (failing from some of them) or unknown (not checked yet)"`
-	Troubled    bool               `json:"troubled" jsonschema:"failing enough checks in a row to count as an incident"`
-	Reason      string             `json:"reason,omitempty" jsonschema:"why the last check failed, as the probe saw it"`
-	Metrics     map[string]float64 `json:"metrics" jsonschema:"latency_ms and what the protocol tells cheaply (status_code, days_left, auth_required …)"`
-	CheckedAt   string             `json:"checkedAt,omitempty"`
-	CheckedFrom string             `json:"checkedFrom,omitempty" jsonschema:"where the checks that count ran: the servers that use it (comma-separated), or the coordinator"`
-	Since       string             `json:"since,omitempty" jsonschema:"since when it has been troubled (or healthy)"`
-	Backends    []BackendView      `json:"backends,omitempty" jsonschema:"load balancers: the targets behind it (what it uses, but the server it runs on) and their state"`
-	Checks      []CheckView        `json:"checks" jsonschema:"each vantage point's latest check: the servers that use it probe it through their agents; the coordinator probes it when none can"`
+	ID            string             `json:"id"`
+	Name          string             `json:"name"`
+	Kind          string             `json:"kind" jsonschema:"database, bucket, probe or load_balancer"`
+	Engine        string             `json:"engine"`
+	Target        string             `json:"target"`
+	Status        string             `json:"status" jsonschema:"ok, failed (from every place it is checked from), degraded (failing from some of them) or unknown (not checked yet)"`
+	Troubled      bool               `json:"troubled" jsonschema:"failing enough checks in a row to count as an incident"`
+	Reason        string             `json:"reason,omitempty" jsonschema:"why the last check failed, as the probe saw it"`
+	Metrics       map[string]float64 `json:"metrics" jsonschema:"latency_ms and what the protocol tells cheaply (status_code, days_left, auth_required …)"`
+	CheckedAt     string             `json:"checkedAt,omitempty"`
+	CheckedFrom   string             `json:"checkedFrom,omitempty" jsonschema:"where the checks that count ran: the servers that use it (comma-separated), or the coordinator"`
+	Since         string             `json:"since,omitempty" jsonschema:"since when it has been troubled (or healthy)"`
+	Backends      []BackendView      `json:"backends,omitempty" jsonschema:"load balancers: the targets behind it (what it uses, but the server it runs on) and their state; troubled ones first, the first 10"`
+	BackendsCount int                `json:"backendsCount,omitempty" jsonschema:"load balancers: how many targets are behind it (get_topology on it lists them all)"`
+	Checks        []CheckView        `json:"checks" jsonschema:"each vantage point's latest check, failed ones first, the first 10: the servers that use it probe it through their agents; the coordinator probes it when none can"`
+	ChecksCount   int                `json:"checksCount" jsonschema:"how many vantage points check it"`
 }
 
 // BackendView is a target behind a load balancer.
@@ -79,11 +94,19 @@ func addListResources(s *mcp.Server, d Deps) {
 	mcp.AddTool(s, &mcp.Tool{
 		Name:  "list_resources",
 		Title: "List resources",
-		Description: "List the resources in the coordinator's config — databases, buckets, URL probes, load balancers — each checked with its real protocol " +
-			"(a Postgres startup, a Redis PING, an HTTP request …): status, the real error text when it fails, latency and cheap metrics, and when and from where it was checked.",
+		Description: "The resources in the coordinator's config (databases, buckets, URL probes, load balancers), each checked with its real protocol " +
+			"(a Postgres startup, a Redis PING, an HTTP request …): status, the real error text when it fails, latency and cheap metrics, when and from where it was checked. " +
+			"Troubled ones first; a long list is cut short with counts: status and kind narrow it, after pages on.",
 		Annotations:  readOnly("List resources"),
 		OutputSchema: outputSchema[ResourcesOutput](),
-	}, func(ctx context.Context, req *mcp.CallToolRequest, _ NoInput) (*mcp.CallToolResult, ResourcesOutput, error) {
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in ResourcesInput) (*mcp.CallToolResult, ResourcesOutput, error) {
+		if in.Status != "" && !slices.Contains([]string{"ok", "failed", "degraded", "unknown"}, in.Status) {
+			return nil, ResourcesOutput{}, fmt.Errorf("status %q is not one of ok, failed, degraded, unknown", in.Status)
+		}
+		if in.Kind != "" && !slices.Contains([]string{"database", "bucket", "probe", "load_balancer"}, in.Kind) {
+			return nil, ResourcesOutput{}, fmt.Errorf("kind %q is not one of database, bucket, probe, load_balancer", in.Kind)
+		}
+		budget := budgetFor(in.Status != "" || in.Kind != "" || in.After != "")
 		out := ResourcesOutput{Resources: []ResourceView{}, Candidates: candidates(d),
 			Note: noConfigNote(d, "configured resources to probe (candidates lists what the servers run that could be one)")}
 		g, err := d.Topology.Graph()
@@ -94,7 +117,26 @@ func addListResources(s *mcp.Server, d Deps) {
 		if err != nil {
 			return nil, ResourcesOutput{}, fmt.Errorf("the topology cannot be built: %v", err)
 		}
-		for _, st := range d.Resources.States() {
+		states := slices.DeleteFunc(d.Resources.States(), func(st resources.State) bool {
+			return (in.Status != "" && st.Status != in.Status) || (in.Kind != "" && st.Kind != in.Kind)
+		})
+		slices.SortStableFunc(states, func(a, b resources.State) int {
+			return cmp.Or(cmp.Compare(first(a.Troubled), first(b.Troubled)), cmp.Compare(a.ID, b.ID))
+		})
+		keys := make([]string, len(states))
+		for i, st := range states {
+			keys[i] = st.ID
+			if st.Troubled {
+				out.TroubledCount++
+			}
+		}
+		from, err := afterKey(keys, in.After, "resources")
+		if err != nil {
+			return nil, ResourcesOutput{}, err
+		}
+		out.ResourcesCount, out.CandidatesCount = len(states), len(out.Candidates)
+		out.Candidates = fill(out.Candidates, func(c CandidateView) CandidateView { return c }, budget/8)
+		out.Resources = fill(states[from:], func(st resources.State) ResourceView {
 			// A metric that is not a number is left out: it would fail the
 			// answer for every resource.
 			m := maps.Collect(func(yield func(string, float64) bool) {
@@ -108,7 +150,11 @@ func addListResources(s *mcp.Server, d Deps) {
 				m["latency_ms"] = float64(st.Latency.Microseconds()) / 1000
 			}
 			checks := []CheckView{}
-			for _, c := range st.Checks {
+			failedFirst := slices.Clone(st.Checks)
+			slices.SortStableFunc(failedFirst, func(a, b resources.Check) int {
+				return cmp.Compare(first(a.Status == "failed"), first(b.Status == "failed"))
+			})
+			for _, c := range failedFirst[:min(len(failedFirst), maxListed)] {
 				checks = append(checks, CheckView{From: c.From, Status: c.Status, Reason: c.Reason, Failures: c.Failures,
 					LatencyMs: float64(c.Latency.Microseconds()) / 1000, CheckedAt: rfc3339(c.CheckedAt), Fresh: c.Fresh})
 			}
@@ -124,9 +170,17 @@ func addListResources(s *mcp.Server, d Deps) {
 					}
 				}
 			}
-			out.Resources = append(out.Resources, ResourceView{ID: st.ID, Name: st.Name, Kind: st.Kind, Engine: st.Engine, Target: st.Target,
+			v := ResourceView{ID: st.ID, Name: st.Name, Kind: st.Kind, Engine: st.Engine, Target: st.Target,
 				Status: st.Status, Troubled: st.Troubled, Reason: st.Reason, Metrics: m, CheckedAt: rfc3339(st.CheckedAt), CheckedFrom: st.CheckedFrom,
-				Since: rfc3339(st.Since), Backends: backends, Checks: checks})
+				Since: rfc3339(st.Since), Checks: checks, ChecksCount: len(st.Checks)}
+			if backends != nil {
+				slices.SortStableFunc(backends, func(a, b BackendView) int { return cmp.Compare(first(a.Troubled), first(b.Troubled)) })
+				v.Backends, v.BackendsCount = backends[:min(len(backends), maxListed)], len(backends)
+			}
+			return v
+		}, budget-jsonSize(out)-300)
+		if n := len(out.Resources); n > 0 && from+n < len(states) {
+			out.NextAfter = keys[from+n-1]
 		}
 		return nil, out, nil
 	})

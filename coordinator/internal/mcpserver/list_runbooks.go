@@ -2,15 +2,25 @@ package mcpserver
 
 import (
 	"context"
+	"maps"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/gridcity/gridcity/coordinator/internal/config"
 )
 
 // RunbooksOutput is list_runbooks' result.
 type RunbooksOutput struct {
-	Note     string        `json:"note,omitempty" jsonschema:"set when the answer is empty for a reason a person can fix, e.g. no coordinator config is loaded, and how to fix it"`
-	Runbooks []RunbookView `json:"runbooks"`
+	Note          string        `json:"note,omitempty" jsonschema:"why the answer is empty when a person can fix it (e.g. no config is loaded), and how"`
+	Runbooks      []RunbookView `json:"runbooks" jsonschema:"in the config's order, as many as fit"`
+	RunbooksCount int           `json:"runbooksCount" jsonschema:"how many runbooks there are, however many are listed"`
+	NextAfter     string        `json:"nextAfter,omitempty" jsonschema:"set when runbooks was cut short: pass it as after for the next ones"`
+}
+
+// RunbooksInput is list_runbooks' input.
+type RunbooksInput struct {
+	After string `json:"after,omitempty" jsonschema:"continue the list after this runbook: the answer's nextAfter"`
 }
 
 type RunbookView struct {
@@ -29,14 +39,22 @@ func addListRunbooks(s *mcp.Server, d Deps) {
 			"Prefer a runbook's command over one of your own; run it with run_command, where a person approves it.",
 		Annotations:  readOnly("List runbooks"),
 		OutputSchema: outputSchema[RunbooksOutput](),
-	}, func(ctx context.Context, req *mcp.CallToolRequest, _ NoInput) (*mcp.CallToolResult, RunbooksOutput, error) {
-		out := RunbooksOutput{Runbooks: []RunbookView{}, Note: noConfigNote(d, "runbooks")}
-		for _, r := range d.Topology.Config().Runbooks {
-			m := map[string]string{}
-			for k, v := range r.Match {
-				m[k] = v
-			}
-			out.Runbooks = append(out.Runbooks, RunbookView{Name: r.Name, Description: r.Description, Command: r.Command, ReadOnly: r.ReadOnly, Match: m})
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in RunbooksInput) (*mcp.CallToolResult, RunbooksOutput, error) {
+		rbs := d.Topology.Config().Runbooks
+		out := RunbooksOutput{Runbooks: []RunbookView{}, RunbooksCount: len(rbs), Note: noConfigNote(d, "runbooks")}
+		names := make([]string, len(rbs))
+		for i, r := range rbs {
+			names[i] = r.Name
+		}
+		from, err := afterKey(names, in.After, "runbooks")
+		if err != nil {
+			return nil, RunbooksOutput{}, err
+		}
+		out.Runbooks = fill(rbs[from:], func(r config.Runbook) RunbookView {
+			return RunbookView{Name: r.Name, Description: r.Description, Command: r.Command, ReadOnly: r.ReadOnly, Match: maps.Clone(orEmptyMap(r.Match))}
+		}, budgetFor(in.After != "")-jsonSize(out)-300)
+		if n := len(out.Runbooks); n > 0 && from+n < len(rbs) {
+			out.NextAfter = names[from+n-1]
 		}
 		return nil, out, nil
 	})
@@ -56,4 +74,12 @@ func runbookOf(d Deps, command string) string {
 		}
 	}
 	return strings.Join(names, ", ")
+}
+
+// orEmptyMap is {} rather than null for no match.
+func orEmptyMap(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
 }

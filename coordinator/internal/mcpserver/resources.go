@@ -94,7 +94,7 @@ func addResources(s *mcp.Server, d Deps, scope store.Scope) {
 	})
 	s.AddResource(&mcp.Resource{
 		URI: uriTopology, Name: "topology", Title: "Topology", MIMEType: "application/json",
-		Description: "Every district and every uses link (declared in the config or discovered from the servers' connections), as get_topology answers without a target.",
+		Description: "The districts and the uses links (declared in the config or discovered from the servers' connections), as get_topology answers without a target: cut short with counts on a large fleet.",
 	}, func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		b, err := tr.call(ctx, "get_topology")
 		if err != nil {
@@ -104,7 +104,7 @@ func addResources(s *mcp.Server, d Deps, scope store.Scope) {
 	})
 	s.AddResource(&mcp.Resource{
 		URI: uriIncidents, Name: "incidents", Title: "Incidents", MIMEType: "application/json",
-		Description: "What is broken, as incident_report answers: root causes with what each explains and puts at risk, every troubled target, and the latest incidents.",
+		Description: "What is broken, as incident_report answers: root causes with what each explains and puts at risk, the troubled targets, and the latest incidents; cut short with counts on a large fleet.",
 	}, func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		b, err := tr.call(ctx, "incident_report")
 		if err != nil {

@@ -339,13 +339,23 @@ func ptr[T any](v T) *T { return &v }
 // outputSchema infers T's schema without "or null": the tools send [] for
 // no items and leave absent values out, and clients that generate types
 // from the schema should not have to handle null.
+//
+// Every tool's output schema travels in every tools/list answer, which
+// must stay well under 32,000 characters for all the tools together (a
+// client re-reads it in every conversation). So the served schema keeps
+// the shape the structured content is validated against (types, required
+// fields) and leaves out the fields' descriptions: what a model needs to
+// call a tool and read its answer is in the tool's description and its
+// input schema, and the jsonschema tags stay as the fields' documentation
+// in the code. Nor does it forbid fields it does not name, so that a client
+// holding an older schema still accepts an answer with a field added since.
 func outputSchema[T any]() *jsonschema.Schema {
 	s, err := jsonschema.For[T](nil)
 	if err != nil {
 		panic(fmt.Sprintf("output schema of %T: %v", *new(T), err))
 	}
-	var walk func(*jsonschema.Schema)
-	walk = func(s *jsonschema.Schema) {
+	var walk func(s *jsonschema.Schema, depth int)
+	walk = func(s *jsonschema.Schema, depth int) {
 		if s == nil {
 			return
 		}
@@ -358,12 +368,18 @@ func outputSchema[T any]() *jsonschema.Schema {
 			}
 			s.Types, s.Type = nil, other
 		}
-		walk(s.Items)
+		if depth > 0 {
+			s.Description = ""
+		}
+		if s.AdditionalProperties != nil && s.AdditionalProperties.Not != nil {
+			s.AdditionalProperties = nil // was false: now any field it does not name
+		}
+		walk(s.Items, depth)
 		for _, p := range s.Properties {
-			walk(p)
+			walk(p, depth+1)
 		}
 	}
-	walk(s)
+	walk(s, 0)
 	return s
 }
 

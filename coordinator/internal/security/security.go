@@ -166,6 +166,9 @@ func Judge(servers []fleet.Server, res []resources.State, now time.Time, o Optio
 		if a.State != b.State {
 			return cmp.Compare(b.State, a.State) // open before ended
 		}
+		if a.Blocked != b.Blocked {
+			return map[bool]int{false: -1, true: 1}[a.Blocked] // nothing blocks it: it needs doing first
+		}
 		if c := cmp.Compare(b.Count, a.Count); c != 0 {
 			return c
 		}

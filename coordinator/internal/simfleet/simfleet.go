@@ -184,3 +184,41 @@ func State(i, n int, rng *rand.Rand, now time.Time) *gridcityv1.StateUpdate {
 	}
 	return st
 }
+
+// Attacker is the address of the k-th of the sources that AddTrouble has
+// attack the fleet: distinct for up to 65,000 sources, none in the fleet's
+// own 10.0.0.0/8 nor in the blocked ones State reports.
+func Attacker(k int) string { return fmt.Sprintf("185.%d.%d.%d", 100+k/62500, (k/250)%250, k%250+1) }
+
+// AttackedEvery and FailedEvery set how often AddTrouble attacks a server
+// and fails a unit: a fleet of 10,000 has 2,000 attack sources and 200
+// failed units.
+const (
+	AttackedEvery = 5
+	FailedEvery   = 50
+)
+
+// AddTrouble adds to server i's state the trouble a large fleet has on an
+// ordinary day, for the tests and benchmarks that check an answer stays
+// bounded however much there is: every AttackedEvery-th server is brute-
+// forced over SSH by a source of its own (Attacker(i/AttackedEvery)), not
+// blocked, with many user names tried; the attacks on even-numbered
+// sources are open (seen a minute before now), the others ended hours
+// ago. Every FailedEvery-th server has a failed unit. State alone, as
+// gridcity-bench's agents send it, has none of this.
+func AddTrouble(st *gridcityv1.StateUpdate, i int, now time.Time) {
+	if i%AttackedEvery == 0 {
+		k := i / AttackedEvery
+		last := now.Add(-time.Minute)
+		if k%2 == 1 {
+			last = now.Add(-time.Duration(2+k%20) * time.Hour)
+		}
+		users := []string{"root", "admin", "ubuntu", "test", "oracle", "postgres", "git", "deploy", "user", "ftp", "pi", "guest", "support", "backup", "www", "mysql"}
+		st.Logins.Sources = append(st.Logins.Sources, &gridcityv1.AuthSource{Address: Attacker(k), Failures: uint32(50 + k%900), InvalidUsers: uint32(40 + k%800),
+			Users: users, UsersMore: uint32(k % 300), FirstSeenUnix: last.Add(-6 * time.Hour).Unix(), LastSeenUnix: last.Unix()})
+	}
+	if i%FailedEvery == 0 {
+		st.FailedUnits.Items = append(st.FailedUnits.Items, &gridcityv1.Unit{Name: "app-worker@" + fmt.Sprint(i%7) + ".service",
+			Description: "application worker", SinceUnix: now.Add(-time.Duration(1+i%90) * time.Minute).Unix(), ActiveState: "failed", SubState: "failed"})
+	}
+}
