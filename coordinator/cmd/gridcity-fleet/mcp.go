@@ -75,10 +75,13 @@ type resourceList struct {
 }
 
 type serverList struct {
-	Servers []struct {
+	Rows []struct {
 		Name   string `json:"name"`
 		Status string `json:"status"`
-	} `json:"servers"`
+	} `json:"rows"`
+	// Healthy are the online servers needing nothing, when their rows do
+	// not fit the fleet at a glance.
+	Healthy []string `json:"healthy"`
 }
 
 // callTool calls a tool and decodes its structured result.

@@ -536,8 +536,12 @@ async function main() {
         if (!ls) {
             fail(`--expect-server ${want}: list_servers was not called successfully`);
         } else {
-            const servers = Array.isArray(ls.servers) ? ls.servers : [];
-            const s = servers.find(x => x.name === want) ?? servers.find(x => x.id === want);
+            // The fleet at a glance: one row per server (the healthy ones
+            // by name only when their rows do not fit, and they are online).
+            const rows = Array.isArray(ls.rows) ? ls.rows : [];
+            const healthy = Array.isArray(ls.healthy) ? ls.healthy.map(name => ({ name, status: 'online' })) : [];
+            const servers = rows.concat(healthy);
+            const s = servers.find(x => x.name === want);
             if (!s) fail(`--expect-server ${want}: not in list_servers (have: ${servers.map(x => x.name).join(', ') || 'none'})`);
             else if (s.status !== 'online') fail(`--expect-server ${want}: status is ${JSON.stringify(s.status)}, want "online"`);
             else log(`server ${want}: online`);
