@@ -25,12 +25,12 @@ type NoInput struct{}
 // server in full; the other arguments filter and page compact rows (or, with
 // full, whole views).
 type ListServersInput struct {
-	Name      string `json:"name,omitempty" jsonschema:"a server's exact name: that server in full, every fact its agent sent; any other text lists the servers whose name contains it, ignoring case"`
+	Name      string `json:"name,omitempty" jsonschema:"a server's exact name: that server in full; other text: servers whose name contains it, ignoring case"`
 	District  string `json:"district,omitempty" jsonschema:"only servers in this district: declared by their agent or listed in the coordinator's config (get_topology lists the districts)"`
 	Status    string `json:"status,omitempty" jsonschema:"only servers with this status: online, reconnecting, offline or revoked"`
-	Attention bool   `json:"attention,omitempty" jsonschema:"only servers that need attention (a reason in why): offline, failed units, full disks, memory or load high, open attacks, security updates"`
-	Full      bool   `json:"full,omitempty" jsonschema:"whole server views (disks, ports, containers, units, updates, gaps) instead of compact rows, as many as fit the answer's size"`
-	Limit     int    `json:"limit,omitempty" jsonschema:"at most this many servers in the answer (maximum 1000); fewer when the answer's size bound is reached first, and truncated and nextAfter say so"`
+	Attention bool   `json:"attention,omitempty" jsonschema:"only servers with a reason in why"`
+	Full      bool   `json:"full,omitempty" jsonschema:"whole server views instead of rows, as many as fit"`
+	Limit     int    `json:"limit,omitempty" jsonschema:"at most this many servers (maximum 1000); fewer when the answer's size bound comes first"`
 	After     string `json:"after,omitempty" jsonschema:"a server name: list the servers that sort after it; pass the previous answer's nextAfter to read the next page"`
 }
 
@@ -60,27 +60,27 @@ var serverStatuses = []string{fleet.StatusOnline, fleet.StatusReconnecting, flee
 type ListServersOutput struct {
 	Total     int            `json:"total" jsonschema:"how many servers are known in the whole fleet, whatever the filters"`
 	Online    int            `json:"online" jsonschema:"how many servers of the whole fleet have a live agent stream, whatever the filters"`
-	ByStatus  map[string]int `json:"byStatus" jsonschema:"the whole fleet's servers counted by status"`
-	Districts []DistrictRow  `json:"districts,omitempty" jsonschema:"the fleet at a glance only: servers per district, the districts with most servers needing attention first"`
+	ByStatus  map[string]int `json:"byStatus" jsonschema:"the whole fleet by status"`
+	Districts []DistrictRow  `json:"districts,omitempty" jsonschema:"servers per district, most troubled first (no-argument answer only)"`
 	// DistrictsOmitted counts the districts left out of Districts.
-	DistrictsOmitted int            `json:"districtsOmitted,omitempty" jsonschema:"districts not listed in districts, for the answer's size"`
-	Attention        map[string]int `json:"attention,omitempty" jsonschema:"the matching servers needing attention, counted by reason (offline, failed units, disk full …): every one is counted here whether or not it has a row"`
+	DistrictsOmitted int            `json:"districtsOmitted,omitempty" jsonschema:"districts left out for size"`
+	Attention        map[string]int `json:"attention,omitempty" jsonschema:"matching servers needing attention by reason, each counted whether or not it has a row"`
 	Matched          int            `json:"matched" jsonschema:"how many servers match name, district, status and attention, over all pages"`
-	Rows             []ServerRow    `json:"rows,omitempty" jsonschema:"one compact row per server: in the fleet at a glance those needing attention first (most serious first), else sorted by name"`
-	Healthy          []string       `json:"healthy,omitempty" jsonschema:"the fleet at a glance only: names of servers needing no attention, when their rows do not fit"`
-	Servers          []ServerView   `json:"servers,omitempty" jsonschema:"whole server views: the one server named exactly by name, or a page with full"`
-	Truncated        bool           `json:"truncated" jsonschema:"true when matching servers are left out of this answer: omitted counts them, nextAfter or more says how to get them"`
-	Omitted          map[string]int `json:"omitted,omitempty" jsonschema:"matching servers not named in this answer, counted by status"`
-	NextAfter        string         `json:"nextAfter,omitempty" jsonschema:"pass it as after, with the same other arguments, to read the next page"`
-	More             string         `json:"more,omitempty" jsonschema:"the calls that list what this answer left out"`
+	Rows             []ServerRow    `json:"rows,omitempty" jsonschema:"one row per server: without arguments the most serious first, else by name"`
+	Healthy          []string       `json:"healthy,omitempty" jsonschema:"names of servers needing nothing, when their rows do not fit"`
+	Servers          []ServerView   `json:"servers,omitempty" jsonschema:"whole views: the server named exactly, or a page with full"`
+	Truncated        bool           `json:"truncated" jsonschema:"matching servers are left out: omitted counts them, nextAfter or more gets them"`
+	Omitted          map[string]int `json:"omitted,omitempty" jsonschema:"matching servers not named here, by status"`
+	NextAfter        string         `json:"nextAfter,omitempty" jsonschema:"pass as after, with the same arguments, for the next page"`
+	More             string         `json:"more,omitempty" jsonschema:"calls that list what was left out"`
 	GeneratedAt      string         `json:"generatedAt" jsonschema:"when this answer was made (RFC 3339)"`
 }
 
 // DistrictRow counts one district's servers.
 type DistrictRow struct {
-	District  string `json:"district" jsonschema:"the district's id; empty for servers in none"`
+	District  string `json:"district" jsonschema:"empty for none"`
 	Servers   int    `json:"servers"`
-	Offline   int    `json:"offline,omitempty" jsonschema:"servers not online (offline, reconnecting or revoked)"`
+	Offline   int    `json:"offline,omitempty" jsonschema:"servers not online"`
 	Attention int    `json:"attention,omitempty" jsonschema:"servers needing attention"`
 }
 
@@ -192,15 +192,12 @@ func addListServers(s *mcp.Server, d Deps) {
 	mcp.AddTool(s, &mcp.Tool{
 		Name:  "list_servers",
 		Title: "List servers",
-		Description: "The fleet at a glance, or one server in full. Call it first to see what exists and what needs attention. " +
-			"Without arguments: counts by status and by district, then one compact row per server — those needing attention first (offline, failed units, " +
-			"full disks, high memory or load, open attacks, security updates), each with why and its cpu %, memory % and load — then the names of the healthy ones; " +
-			"what does not fit is counted in omitted, and more gives the calls that list it. " +
-			"{\"name\": \"web-7\"} (a server's exact name) answers that server in full: OS, CPU and load, memory, disks, uptime, addresses, listening ports " +
-			"with their processes, containers, failed systemd units, pending (and security) updates, its agent's commands setting, and gaps — " +
-			"facts its agent could not collect, with the reason: read an absent fact as unknown, never as 0 or none. " +
-			"district, status, attention or a name fragment list matching servers as rows sorted by name (full: true for whole views), a page at a time: " +
-			"when truncated, call again with after set to nextAfter. total, online and byStatus always count the whole fleet.",
+		Description: "The fleet at a glance, or one server in full; call it first. " +
+			"Without arguments: counts by status and district, then a row per server, those needing attention first (offline, failed units, full disks, " +
+			"memory, load, open attacks, security updates) with why and cpu/mem %/load, then healthy names; omitted counts what did not fit and more says how to get it. " +
+			"{\"name\": \"web-7\"} (exact) answers that server in full: OS, CPU, memory, disks, uptime, addresses, listening ports with processes, containers, " +
+			"failed units, updates, commands, and gaps (facts not collected, with why: unknown, never 0 or none). " +
+			"district, status, attention or a name fragment page rows by name (full: true for whole views); when truncated, pass nextAfter as after.",
 		Annotations:  readOnly("List servers"),
 		OutputSchema: outputSchema[ListServersOutput](),
 	}, withText(renderListServers, func(ctx context.Context, req *mcp.CallToolRequest, in ListServersInput) (ListServersOutput, error) {

@@ -23,10 +23,10 @@ type ServerRow struct {
 	Name     string   `json:"name"`
 	Status   string   `json:"status" jsonschema:"online, reconnecting, offline or revoked"`
 	District string   `json:"district,omitempty"`
-	Why      []string `json:"why,omitempty" jsonschema:"why it needs attention, most serious first; absent when nothing does"`
-	CPU      *float64 `json:"cpu,omitempty" jsonschema:"CPU busy %; absent when unknown"`
-	Mem      *float64 `json:"mem,omitempty" jsonschema:"memory used %; absent when unknown"`
-	Load     *float64 `json:"load,omitempty" jsonschema:"1-minute load average; absent when unknown"`
+	Why      []string `json:"why,omitempty" jsonschema:"most serious first; absent when nothing needs attention"`
+	CPU      *float64 `json:"cpu,omitempty" jsonschema:"CPU busy %"`
+	Mem      *float64 `json:"mem,omitempty" jsonschema:"memory used %"`
+	Load     *float64 `json:"load,omitempty" jsonschema:"load1"`
 
 	// sev is the most serious reason's, kinds the reasons' kinds: for
 	// ranking and counting, not sent.
