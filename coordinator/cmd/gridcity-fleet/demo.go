@@ -220,7 +220,7 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 					online++
 				}
 			}
-			for _, name := range servers.Healthy {
+			for _, name := range servers.Others {
 				if slices.Contains(testfleet.CityHosts, name) {
 					online++
 				}

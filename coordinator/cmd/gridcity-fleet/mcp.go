@@ -79,9 +79,9 @@ type serverList struct {
 		Name   string `json:"name"`
 		Status string `json:"status"`
 	} `json:"rows"`
-	// Healthy are the online servers needing nothing, when their rows do
-	// not fit the fleet at a glance.
-	Healthy []string `json:"healthy"`
+	// Others are online servers with nothing serious, by name, when their
+	// rows do not fit the fleet at a glance.
+	Others []string `json:"others"`
 }
 
 // callTool calls a tool and decodes its structured result.

@@ -106,7 +106,7 @@ func TestListServersBudget(t *testing.T) {
 
 	out, res := mustList(t, cs, map[string]any{})
 	text, js := checkBudget(t, res, budgetDefault)
-	t.Logf("the fleet at a glance, %d servers: %d characters of text, %d of JSON; %d rows, %d healthy names", n, text, js, len(out.Rows), len(out.Healthy))
+	t.Logf("the fleet at a glance, %d servers: %d characters of text, %d of JSON; %d rows, %d other names", n, text, js, len(out.Rows), len(out.Others))
 	if text >= js {
 		t.Errorf("text content %d characters; want fewer than the JSON's %d", text, js)
 	}
@@ -127,12 +127,26 @@ func TestListServersBudget(t *testing.T) {
 	for _, c := range out.Omitted {
 		omitted += c
 	}
-	if named := len(out.Rows) + len(out.Healthy); named+omitted != n {
+	if named := len(out.Rows) + len(out.Others); named+omitted != n {
 		t.Errorf("%d named and %d omitted; want %d in all", named, omitted, n)
 	}
-	// Most serious first: the offline and never-connected servers lead.
+	// Most serious first: the offline and never-connected servers lead,
+	// every one of them, and rows of servers with security updates alone
+	// come last, if at all.
+	rank := map[string]int{"offline": 3, "never connected": 3, "revoked": 1, "security updates": 0}
+	serious := func(r ServerRow) int {
+		best := 0
+		for _, w := range r.Why {
+			if k, ok := rank[whyKind(w)]; !ok {
+				best = max(best, 2)
+			} else {
+				best = max(best, k)
+			}
+		}
+		return best
+	}
 	for i, r := range out.Rows {
-		if i > 0 && r.sev > out.Rows[i-1].sev {
+		if i > 0 && serious(r) > serious(out.Rows[i-1]) {
 			t.Fatalf("row %d (%s, %v) ranks after a less serious one (%s, %v)", i, r.Name, r.Why, out.Rows[i-1].Name, out.Rows[i-1].Why)
 		}
 	}
@@ -172,7 +186,7 @@ func whyKind(w string) string {
 	for _, k := range []struct{ prefix, kind string }{
 		{"offline for", "offline"}, {"enrolled, never connected", "never connected"}, {"agent certificate revoked", "revoked"},
 		{"1 failed unit", "failed units"}, {"2 failed units", "failed units"}, {"3 failed units", "failed units"}, {"disk ", "disk full"},
-		{"load ", "load"}, {"memory ", "memory"}, {"open ssh attack", "attack"}, {"1 security updates", "security updates"},
+		{"load ", "load"}, {"memory ", "memory"}, {"open ssh attack", "attack"}, {"1 security update", "security updates"},
 	} {
 		if strings.HasPrefix(w, k.prefix) {
 			return k.kind
@@ -206,27 +220,56 @@ func TestListServersAttentionPages(t *testing.T) {
 	}
 }
 
-// TestListServersGlanceNamesEveryServerOf50: on a fleet of 50 the fleet at
-// a glance has a row for every server, and so on one of a thousand a name
-// for every server.
+// TestListServersGlanceNamesEveryServer: on a fleet of 50 the fleet at a
+// glance has a row for every server; on one of a thousand a row for every
+// server with something serious, and what it leaves out is online, by
+// name or counted.
 func TestListServersGlanceNamesEveryServer(t *testing.T) {
 	for _, n := range []int{50, 1000} {
-		d := troubledFleet(t, n)
-		if n == 1000 {
-			d = lightFleet(t, n) // healthy: names only after the rows
-		}
-		out, res := mustList(t, memSession(t, d), map[string]any{})
+		out, res := mustList(t, memSession(t, troubledFleet(t, n)), map[string]any{})
 		text, js := checkBudget(t, res, budgetDefault)
-		t.Logf("the fleet at a glance, %d servers: %d characters of text, %d of JSON", n, text, js)
+		t.Logf("the fleet at a glance, %d servers: %d characters of text, %d of JSON; %d rows, %d other names", n, text, js, len(out.Rows), len(out.Others))
 		got := names(out)
-		slices.Sort(got)
-		if len(got) != n || len(slices.Compact(slices.Clone(got))) != n || out.Truncated || out.Omitted != nil {
-			t.Errorf("%d servers: %d named (%d rows, %d healthy), truncated %v, omitted %v; want every one, once", n, len(got), len(out.Rows), len(out.Healthy), out.Truncated, out.Omitted)
+		omitted := 0
+		for _, c := range out.Omitted {
+			omitted += c
 		}
-		if n == 50 && len(out.Rows) != n {
-			t.Errorf("50 servers: %d rows; want one each", len(out.Rows))
+		if len(slices.Compact(slices.Sorted(slices.Values(got)))) != len(got) || len(got)+omitted != n || omitted != out.Omitted["online"] {
+			t.Errorf("%d servers: %d named (%d rows, %d others), omitted %v; want each once, and only online ones left out", n, len(got), len(out.Rows), len(out.Others), out.Omitted)
+		}
+		serious := 0
+		for _, r := range out.Rows {
+			if slices.ContainsFunc(r.Why, func(w string) bool { return whyKind(w) != "security updates" }) {
+				serious++
+			}
+		}
+		want := expectedAttention(n)
+		if n == 50 && (len(out.Rows) != n || out.Truncated) {
+			t.Errorf("50 servers: %d rows, truncated %v; want one each", len(out.Rows), out.Truncated)
+		}
+		if n == 1000 && serious != want["offline"]+want["never connected"]+want["revoked"]+want["failed units"]+want["disk full"]+want["load"]+want["memory"]+want["attack"]-overlap(n) {
+			t.Errorf("1000 servers: %d rows of servers with something serious; want every one", serious)
 		}
 	}
+}
+
+// overlap counts troubledFleet's servers with two serious kinds of trouble,
+// which expectedAttention counts twice.
+func overlap(n int) int {
+	c := 0
+	for i := range n {
+		k := 0
+		if i%500 == 250 {
+			continue
+		}
+		for _, hit := range []bool{i%500 == 100 || i%100 == 42, i%50 == 7, i%97 == 5, i%131 == 3, i%211 == 9, i%333 == 11} {
+			if hit {
+				k++
+			}
+		}
+		c += max(k-1, 0)
+	}
+	return c
 }
 
 // TestListServersText: the text content is the rendering, the same facts as

@@ -67,7 +67,7 @@ type ListServersOutput struct {
 	Attention        map[string]int `json:"attention,omitempty" jsonschema:"matching servers needing attention by reason, each counted whether or not it has a row"`
 	Matched          int            `json:"matched" jsonschema:"how many servers match name, district, status and attention, over all pages"`
 	Rows             []ServerRow    `json:"rows,omitempty" jsonschema:"one row per server: without arguments the most serious first, else by name"`
-	Healthy          []string       `json:"healthy,omitempty" jsonschema:"names of servers needing nothing, when their rows do not fit"`
+	Others           []string       `json:"others,omitempty" jsonschema:"the other servers, by name, when their rows do not fit: online, nothing serious (security updates at most, counted in attention)"`
 	Servers          []ServerView   `json:"servers,omitempty" jsonschema:"whole views: the server named exactly, or a page with full"`
 	Truncated        bool           `json:"truncated" jsonschema:"matching servers are left out: omitted counts them, nextAfter or more gets them"`
 	Omitted          map[string]int `json:"omitted,omitempty" jsonschema:"matching servers not named here, by status"`
@@ -194,7 +194,7 @@ func addListServers(s *mcp.Server, d Deps) {
 		Title: "List servers",
 		Description: "The fleet at a glance, or one server in full; call it first. " +
 			"Without arguments: counts by status and district, then a row per server, those needing attention first (offline, failed units, full disks, " +
-			"memory, load, open attacks, security updates) with why and cpu/mem %/load, then healthy names; omitted counts what did not fit and more says how to get it. " +
+			"memory, load, open attacks, security updates) with why and cpu/mem %/load, then the others (at most security updates) by name if space is short; omitted counts what did not fit and more says how to get it. " +
 			"{\"name\": \"web-7\"} (exact) answers that server in full: OS, CPU, memory, disks, uptime, addresses, listening ports with processes, containers, " +
 			"failed units, updates, commands, and gaps (facts not collected, with why: unknown, never 0 or none). " +
 			"district, status, attention or a name fragment page rows by name (full: true for whole views); when truncated, pass nextAfter as after.",

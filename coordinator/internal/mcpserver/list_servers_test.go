@@ -40,14 +40,14 @@ func callListServers(t *testing.T, cs *mcp.ClientSession, args map[string]any) (
 	return out, res
 }
 
-// names are the servers an answer names, in its order: rows, healthy
-// names, then whole views.
+// names are the servers an answer names, in its order: rows, the
+// others' names, then whole views.
 func names(out ListServersOutput) []string {
 	ns := []string{}
 	for _, r := range out.Rows {
 		ns = append(ns, r.Name)
 	}
-	ns = append(ns, out.Healthy...)
+	ns = append(ns, out.Others...)
 	for _, s := range out.Servers {
 		ns = append(ns, s.Name)
 	}

@@ -40,8 +40,8 @@ func renderListServers(out ListServersOutput) string {
 	if len(out.Rows) > 0 {
 		writeRows(&b, out.Rows)
 	}
-	if len(out.Healthy) > 0 {
-		b.WriteString("healthy (names only): " + strings.Join(out.Healthy, " ") + "\n")
+	if len(out.Others) > 0 {
+		b.WriteString("others, online with nothing serious (names only): " + strings.Join(out.Others, " ") + "\n")
 	}
 	if len(out.Servers) > 0 {
 		j, _ := json.Marshal(out.Servers)

@@ -44,6 +44,11 @@ const (
 	loadPerCoreHigh = 1.5 // load1 per core
 )
 
+// minorSev is the severity of a reason that alone does not earn a row in
+// the fleet at a glance when space is short: pending security updates,
+// which most fleets have somewhere and security_findings details.
+const minorSev = 10
+
 // A reason's kind (the key of attention counts) and severity: rows are
 // ranked by their most serious reason.
 type reason struct {
@@ -162,7 +167,11 @@ func reasonsOf(srv fleet.Server, status string, now time.Time) []reason {
 		}
 	}
 	if u := st.GetUpdates(); u != nil && u.GetSecurity() > 0 {
-		rs = append(rs, reason{"security updates", 10, fmt.Sprintf("%d security updates", u.GetSecurity())})
+		text := fmt.Sprintf("%d security updates", u.GetSecurity())
+		if u.GetSecurity() == 1 {
+			text = "1 security update"
+		}
+		rs = append(rs, reason{"security updates", minorSev, text})
 	}
 	return rs
 }
@@ -261,12 +270,15 @@ func glance(out *ListServersOutput, rows []ServerRow) {
 		out.DistrictsOmitted = len(districts) - len(out.Districts)
 	}
 
-	var troubled, healthy []ServerRow
+	// The servers with something serious get rows, most serious first;
+	// the others (nothing, or security updates only) follow as rows when
+	// all of them fit, else by name, so that more servers are named.
+	var troubled, others []ServerRow
 	for _, r := range rows {
-		if len(r.Why) > 0 {
+		if r.sev > minorSev {
 			troubled = append(troubled, r)
 		} else {
-			healthy = append(healthy, r)
+			others = append(others, r)
 		}
 	}
 	slices.SortStableFunc(troubled, func(a, b ServerRow) int {
@@ -286,23 +298,23 @@ func glance(out *ListServersOutput, rows []ServerRow) {
 	}
 	if len(out.Rows) == len(troubled) {
 		all := 0
-		for _, r := range healthy {
+		for _, r := range others {
 			all += jsonLen(r) + 1
 		}
 		if size+all <= budget {
-			out.Rows = append(out.Rows, healthy...)
-			for _, r := range healthy {
+			out.Rows = append(out.Rows, others...)
+			for _, r := range others {
 				named[r.Name] = true
 			}
 		} else {
-			size += len(`,"healthy":[]`)
-			for _, r := range healthy {
+			size += len(`,"others":[]`)
+			for _, r := range others {
 				n := jsonLen(r.Name) + 1
 				if size+n > budget {
 					break
 				}
 				size += n
-				out.Healthy = append(out.Healthy, r.Name)
+				out.Others = append(out.Others, r.Name)
 				named[r.Name] = true
 			}
 		}
