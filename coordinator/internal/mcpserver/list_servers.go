@@ -239,7 +239,7 @@ func listServers(ctx context.Context, d Deps, in ListServersInput, now time.Time
 
 	if i := exactName(all, in.Name); i >= 0 {
 		out.Matched = 1
-		out.Servers = []ServerView{fullView(d, all[i], now)}
+		out.Servers = []ServerView{fitView(fullView(d, all[i], now), pageBudget-budgetSlack)}
 		return out, nil
 	}
 	inDistrict, err := districtFilter(d, in.District, all)
@@ -508,6 +508,40 @@ func viewServer(srv fleet.Server, now time.Time) ServerView {
 			rfc3339(srv.GraceEnds) + "); the facts above are its last report, from " + v.LastSeen})
 	default:
 		v.Gaps = append(v.Gaps, GapView{Check: "agent", Reason: "agent offline since " + v.LastSeen + "; the facts above are its last report"})
+	}
+	return v
+}
+
+// fitView cuts the longest lists of v (listening sockets, containers,
+// failed units, disks, addresses), halving the longest each time, until
+// its JSON fits budget: a host with thousands of sockets is still one
+// answer a model can read. A gap per list cut says how many were left out.
+func fitView(v ServerView, budget int) ServerView {
+	before := map[string]int{"listening": len(v.Listening), "containers": len(v.Containers), "failedUnits": len(v.FailedUnits), "disks": len(v.Disks), "addresses": len(v.Addresses)}
+	for jsonLen(v) > budget {
+		lens := map[string]int{"listening": jsonLen(v.Listening), "containers": jsonLen(v.Containers), "failedUnits": jsonLen(v.FailedUnits), "disks": jsonLen(v.Disks), "addresses": jsonLen(v.Addresses)}
+		longest := slices.MaxFunc(slices.Sorted(maps.Keys(lens)), func(a, b string) int { return lens[a] - lens[b] })
+		if lens[longest] <= len("null") {
+			break // nothing left to cut: the rest is the server's own
+		}
+		switch longest {
+		case "listening":
+			v.Listening = v.Listening[:len(v.Listening)/2]
+		case "containers":
+			v.Containers = v.Containers[:len(v.Containers)/2]
+		case "failedUnits":
+			v.FailedUnits = v.FailedUnits[:len(v.FailedUnits)/2]
+		case "disks":
+			v.Disks = v.Disks[:len(v.Disks)/2]
+		case "addresses":
+			v.Addresses = v.Addresses[:len(v.Addresses)/2]
+		}
+	}
+	after := map[string]int{"listening": len(v.Listening), "containers": len(v.Containers), "failedUnits": len(v.FailedUnits), "disks": len(v.Disks), "addresses": len(v.Addresses)}
+	for _, k := range slices.Sorted(maps.Keys(before)) {
+		if cut := before[k] - after[k]; cut > 0 {
+			v.Gaps = append(v.Gaps, GapView{Check: k, Reason: fmt.Sprintf("%d of %d left out to keep the answer within %d characters; the ones shown come first", cut, before[k], pageBudget)})
+		}
 	}
 	return v
 }

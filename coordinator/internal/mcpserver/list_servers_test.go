@@ -462,3 +462,43 @@ func TestListServersUnknownIsAbsent(t *testing.T) {
 		t.Errorf("older-1 gaps %v; want %v", got, want)
 	}
 }
+
+// TestListServersOneServerInFullFits: a host with thousands of sockets and
+// containers is still answered in full within the 48,000 characters of an
+// answer with arguments, its lists cut with a gap saying how many were left
+// out; one with a few is answered whole.
+func TestListServersOneServerInFullFits(t *testing.T) {
+	d := lightFleet(t, 3)
+	st := &gridcityv1.StateUpdate{Full: true, CollectedUnixMs: time.Now().UnixMilli(), Host: &gridcityv1.HostInfo{Hostname: "big-1"},
+		Listeners: &gridcityv1.Listeners{}, Containers: &gridcityv1.Containers{}}
+	for i := range 3000 {
+		st.Listeners.Items = append(st.Listeners.Items, &gridcityv1.Listener{Proto: "tcp", Address: "10.0.0.1", Port: uint32(10000 + i), Process: "worker"})
+	}
+	for i := range 500 {
+		st.Containers.Items = append(st.Containers.Items, &gridcityv1.Container{Id: fmt.Sprintf("%064d", i), Name: fmt.Sprintf("job-%d", i), Image: "registry.example/job:1", State: "running", Status: "Up 2 hours"})
+	}
+	d.Fleet.Apply("big-1", d.Fleet.Connect(&gridcityv1.Hello{Name: "big-1"}), st)
+	cs := memSession(t, d)
+	for _, args := range []map[string]any{{"name": "big-1"}, {"name": "big", "full": true}} {
+		out, res := callListServers(t, cs, args)
+		checkBudget(t, res, budgetArgs)
+		if len(out.Servers) != 1 {
+			t.Fatalf("list_servers %v: %d servers; want big-1 in full", args, len(out.Servers))
+		}
+		v := out.Servers[0]
+		var cut []string
+		for _, g := range v.Gaps {
+			if g.Check == "listening" || g.Check == "containers" {
+				cut = append(cut, g.Check+": "+g.Reason)
+			}
+		}
+		if len(v.Listening) == 0 || len(v.Listening) == 3000 || v.Listening[0].Port != 10000 || len(cut) == 0 ||
+			!strings.Contains(strings.Join(cut, " "), fmt.Sprintf("%d of 3000 left out", 3000-len(v.Listening))) {
+			t.Errorf("list_servers %v: %d sockets, %d containers, gaps %v; want the first sockets, and gaps counting what was left out", args, len(v.Listening), len(v.Containers), cut)
+		}
+	}
+	out, _ := callListServers(t, cs, map[string]any{"name": "sim-00001"})
+	if len(out.Servers) != 1 || slices.ContainsFunc(out.Servers[0].Gaps, func(g GapView) bool { return strings.Contains(g.Reason, "left out to keep") }) {
+		t.Errorf("sim-00001: %+v; want it whole", out.Servers)
+	}
+}
