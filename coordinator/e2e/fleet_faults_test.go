@@ -134,19 +134,14 @@ func startTestCity(t *testing.T) *testCity {
 	// (kept alive by nginx, the API and the scraper) and listening ports.
 	eventually(t, 45*time.Second, "the city online, healthy and its links discovered", func() error {
 		var servers struct {
-			Servers []struct{ Name, Status string }
+			ByStatus map[string]int
+			Total    int
 		}
 		if err := callTool(tc.cs, "list_servers", nil, &servers); err != nil {
 			return err
 		}
-		online := 0
-		for _, s := range servers.Servers {
-			if s.Status == "online" {
-				online++
-			}
-		}
-		if online != len(testfleet.CityHosts) {
-			return fmt.Errorf("%d of %d servers online: %+v", online, len(testfleet.CityHosts), servers.Servers)
+		if online := servers.ByStatus["online"]; online != len(testfleet.CityHosts) {
+			return fmt.Errorf("%d of %d servers online: %v of %d", online, len(testfleet.CityHosts), servers.ByStatus, servers.Total)
 		}
 		var rep incidentReport
 		if err := callTool(tc.cs, "incident_report", nil, &rep); err != nil {

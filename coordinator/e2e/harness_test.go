@@ -258,30 +258,44 @@ type serverView struct {
 	Gaps []struct{ Check, Reason string }
 }
 
-// servers calls list_servers over a fresh MCP session.
+// servers calls list_servers over a fresh MCP session and reads every
+// server in full, page by page.
 func (c *coordinator) servers(token string) (map[string]serverView, error) {
 	cs, err := c.mcpClient(token, "e2e-test")
 	if err != nil {
 		return nil, err
 	}
 	defer cs.Close()
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "list_servers", Arguments: map[string]any{}})
-	if err != nil {
-		return nil, err
-	}
-	if res.IsError {
-		return nil, fmt.Errorf("list_servers error: %+v", res.Content)
-	}
-	b, _ := json.Marshal(res.StructuredContent)
-	var out struct{ Servers []serverView }
-	if err := json.Unmarshal(b, &out); err != nil {
-		return nil, err
-	}
+	return fullServers(context.Background(), cs)
+}
+
+// fullServers reads every server in full: list_servers {"full": true},
+// page by page (an answer holds as many whole views as fit its size bound).
+func fullServers(ctx context.Context, cs *mcp.ClientSession) (map[string]serverView, error) {
 	m := map[string]serverView{}
-	for _, s := range out.Servers {
-		m[s.Name] = s
+	for after := ""; ; {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_servers", Arguments: map[string]any{"full": true, "after": after}})
+		if err != nil {
+			return nil, err
+		}
+		if res.IsError {
+			return nil, fmt.Errorf("list_servers error: %+v", res.Content)
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		var out struct {
+			Servers   []serverView
+			NextAfter string
+		}
+		if err := json.Unmarshal(b, &out); err != nil {
+			return nil, err
+		}
+		for _, s := range out.Servers {
+			m[s.Name] = s
+		}
+		if after = out.NextAfter; after == "" {
+			return m, nil
+		}
 	}
-	return m, nil
 }
 
 func (c *coordinator) waitStatus(token, name, status string, within time.Duration) serverView {

@@ -345,29 +345,14 @@ func mcpRequestTimes(log, client string) []time.Duration {
 	return out
 }
 
-// listServers calls list_servers and times the call alone.
+// listServers reads every server in full through list_servers and times
+// the calls alone.
 func listServers(cs *mcp.ClientSession, timeout time.Duration) (map[string]serverView, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	start := time.Now()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_servers", Arguments: map[string]any{}})
-	took := time.Since(start)
-	if err != nil {
-		return nil, took, err
-	}
-	if res.IsError {
-		return nil, took, fmt.Errorf("list_servers error: %+v", res.Content)
-	}
-	b, _ := json.Marshal(res.StructuredContent)
-	var out struct{ Servers []serverView }
-	if err := json.Unmarshal(b, &out); err != nil {
-		return nil, took, err
-	}
-	m := map[string]serverView{}
-	for _, s := range out.Servers {
-		m[s.Name] = s
-	}
-	return m, took, nil
+	m, err := fullServers(ctx, cs)
+	return m, time.Since(start), err
 }
 
 func countOnline(m map[string]serverView) int {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -556,16 +557,21 @@ func callTool(ctx context.Context, cs *mcp.ClientSession, meter *meteredTranspor
 // listServersPage is what the driver reads of a list_servers answer.
 type listServersPage struct {
 	Online, Total, Matched int
+	ByStatus               map[string]int
 	NextAfter              string
-	Servers                []struct{ Name, Status, CollectedAt string }
+	Rows                   []serverRow
 }
 
-// firstPage is how many servers list_servers answers without arguments.
-const firstPage = 200
+// serverRow is a server's row: why lists what needs attention, "no state
+// yet" among it while its agent's first state has not arrived.
+type serverRow struct {
+	Name, Status string
+	Why          []string
+}
 
-// listServers calls list_servers without arguments, as an AI starts, and
-// checks that the whole fleet is counted online and that the servers of
-// its page (the first firstPage) are online with their state.
+// listServers calls list_servers without arguments, as an AI starts: the
+// fleet at a glance. It checks that the whole fleet is counted online and
+// that no row says a server is waiting for its first state.
 func listServers(ctx context.Context, cs *mcp.ClientSession, meter *meteredTransport, res *agentsRun) (time.Duration, int64, error) {
 	var out listServersPage
 	d, size, err := callTool(ctx, cs, meter, "list_servers", map[string]any{}, &out)
@@ -574,17 +580,14 @@ func listServers(ctx context.Context, cs *mcp.ClientSession, meter *meteredTrans
 	}
 	res.Online, res.Total = out.Online, out.Total
 	n := res.Agents
-	if out.Online != n || out.Total != n || out.Matched != n {
-		return d, size, fmt.Errorf("list_servers: %d of %d servers online (%d matched), want all %d", out.Online, out.Total, out.Matched, n)
+	if out.Online != n || out.Total != n || out.Matched != n || out.ByStatus["online"] != n {
+		return d, size, fmt.Errorf("list_servers: %d of %d servers online (%d matched, by status %v), want all %d", out.Online, out.Total, out.Matched, out.ByStatus, n)
 	}
-	if want := min(n, firstPage); len(out.Servers) != want {
-		return d, size, fmt.Errorf("list_servers: %d servers on the first page, want %d", len(out.Servers), want)
-	}
-	return d, size, checkOnline(out.Servers)
+	return d, size, checkOnline(out.Rows)
 }
 
-// allServersOnline reads list_servers page by page and checks that every
-// one of the n simulated agents is listed once, online with its state.
+// allServersOnline reads list_servers' rows page by page and checks that
+// every one of the n simulated agents is listed once, online with its state.
 func allServersOnline(ctx context.Context, cs *mcp.ClientSession, meter *meteredTransport, n int) error {
 	seen := 0
 	for after := ""; ; {
@@ -592,10 +595,10 @@ func allServersOnline(ctx context.Context, cs *mcp.ClientSession, meter *metered
 		if _, _, err := callTool(ctx, cs, meter, "list_servers", map[string]any{"limit": 1000, "after": after}, &out); err != nil {
 			return err
 		}
-		if err := checkOnline(out.Servers); err != nil {
+		if err := checkOnline(out.Rows); err != nil {
 			return err
 		}
-		seen += len(out.Servers)
+		seen += len(out.Rows)
 		if after = out.NextAfter; after == "" {
 			break
 		}
@@ -606,10 +609,10 @@ func allServersOnline(ctx context.Context, cs *mcp.ClientSession, meter *metered
 	return nil
 }
 
-func checkOnline(servers []struct{ Name, Status, CollectedAt string }) error {
-	for _, s := range servers {
-		if s.Status != "online" || s.CollectedAt == "" {
-			return fmt.Errorf("list_servers: %s is %s, its state collected at %q", s.Name, s.Status, s.CollectedAt)
+func checkOnline(rows []serverRow) error {
+	for _, s := range rows {
+		if s.Status != "online" || slices.Contains(s.Why, "no state yet") {
+			return fmt.Errorf("list_servers: %s is %s (%s)", s.Name, s.Status, strings.Join(s.Why, "; "))
 		}
 	}
 	return nil

@@ -37,8 +37,8 @@ func agentsRows(r agentsRun) []Row {
 		v := pct(t.Ms, p)
 		var what string
 		if tool == "list_servers" {
-			what = fmt.Sprintf("Called without arguments, as an AI starts: the answer is the first page, %d servers with their state (the default limit), and counts all %s. ",
-				min(r.Agents, firstPage), fmtCount(r.Agents))
+			what = fmt.Sprintf("Called without arguments, as an AI starts: the answer is the fleet at a glance (counts of all %s by status and district, "+
+				"then compact rows, those needing attention first, within 16,000 characters). ", fmtCount(r.Agents))
 		}
 		notes := fmt.Sprintf("%s%s of %d calls at the MCP client (go-sdk, one session, Streamable HTTP), from the request to the decoded result, "+
 			"made after the window, alternating with the other tool; range %.1f–%.1f ms; each response %s. The machine after the calls: %s. %s",
@@ -83,8 +83,8 @@ func agentsMethod(runs []agentsRun) string {
 		"then a heartbeat every %.0f s and a CPU and memory change every %.0f s ±10 %%, and answers nothing. The servers come in districts of %d: "+
 		"a PostgreSQL, a Redis and a RabbitMQ server and application servers that connect to them and to one another, so the coordinator discovers about four links per server. "+
 		"Once every stream is up (the coordinator's /healthz counts them) and %d s have passed, the coordinator's memory is sampled every second and its CPU summed over a %d s window; "+
-		"then list_servers (without arguments: its first page of 200 servers) and incident_report are called %d times each; every list_servers answer is checked to count every agent online, "+
-		"and afterwards every page of list_servers is read once, untimed, to check that every agent is listed online with its state. "+
+		"then list_servers (without arguments: the fleet at a glance) and incident_report are called %d times each; every list_servers answer is checked to count every agent online, "+
+		"and afterwards every page of list_servers' rows is read once, untimed, to check that every agent is listed online with its state. "+
 		"The driver runs on the same machine and its CPU competes with the coordinator's.",
 		strings.Join(sizes, " and "), r.BaselineSeconds, strings.Join(sizes, " or "), r.RampRate, r.HeartbeatSeconds, r.ChangeSeconds, simfleet.Group,
 		r.SettleSeconds, r.Seconds, len(r.ListServers.Ms))

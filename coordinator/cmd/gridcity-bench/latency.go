@@ -265,7 +265,7 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func waitOnline(ctx context.Context, cs *mcp.ClientSession, server string, within time.Duration) error {
 	deadline := time.Now().Add(within)
 	for {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_servers", Arguments: map[string]any{}})
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_servers", Arguments: map[string]any{"name": server}})
 		if err != nil {
 			return fmt.Errorf("list_servers: %w", err)
 		}

@@ -215,8 +215,13 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 		online := 0
 		err := callTool(ctx, cs, "list_servers", &servers)
 		if err == nil {
-			for _, s := range servers.Servers {
+			for _, s := range servers.Rows {
 				if s.Status == "online" && slices.Contains(testfleet.CityHosts, s.Name) {
+					online++
+				}
+			}
+			for _, name := range servers.Others {
+				if slices.Contains(testfleet.CityHosts, name) {
 					online++
 				}
 			}

@@ -75,10 +75,13 @@ type resourceList struct {
 }
 
 type serverList struct {
-	Servers []struct {
+	Rows []struct {
 		Name   string `json:"name"`
 		Status string `json:"status"`
-	} `json:"servers"`
+	} `json:"rows"`
+	// Others are online servers with nothing serious, by name, when their
+	// rows do not fit the fleet at a glance.
+	Others []string `json:"others"`
 }
 
 // callTool calls a tool and decodes its structured result.

@@ -307,12 +307,12 @@ func TestStdioBridgeForwardsEverything(t *testing.T) {
 	}
 
 	res := sc.call(t, "list_servers", map[string]any{})
-	if res.IsError || !strings.Contains(text(res), `"web-1"`) {
+	if res.IsError || !strings.Contains(text(res), "web-1 ") {
 		t.Fatalf("list_servers: %+v", res)
 	}
-	var out struct{ Servers []struct{ Name string } }
+	var out struct{ Rows []struct{ Name string } }
 	b, _ := json.Marshal(res.StructuredContent)
-	if json.Unmarshal(b, &out); len(out.Servers) != 1 || out.Servers[0].Name != "web-1" {
+	if json.Unmarshal(b, &out); len(out.Rows) != 1 || out.Rows[0].Name != "web-1" {
 		t.Errorf("structuredContent %s", b)
 	}
 	// The coordinator's own errors pass through as isError results.

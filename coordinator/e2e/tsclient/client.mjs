@@ -263,6 +263,13 @@ function requiredArgs(tool) {
     return Array.isArray(r) ? r : [];
 }
 
+// RENDERED_TEXT names the tools whose text content is a rendering written
+// for a model rather than the JSON again, each with the facts of its
+// structuredContent that the text must carry.
+const RENDERED_TEXT = {
+    list_servers: sc => [`${sc.total} servers`, ...(sc.rows ?? []).map(r => r.name), ...(sc.others ?? [])],
+};
+
 // TOOL_ARGS gives the arguments of gridcity's tools that need some, in the
 // order they are called (after every tool that needs none). A new tool with
 // required inputs fails the run until it is added here: every tool is called.
@@ -307,6 +314,10 @@ async function callAndCheck(client, tool, validate, args, options) {
     const texts = (res.content ?? []).filter(c => c.type === 'text');
     if (!texts.length) {
         fail(`call ${tool.name}: no text content`);
+    } else if (RENDERED_TEXT[tool.name]) {
+        // A compact rendering for a model, carrying the same facts.
+        const missing = RENDERED_TEXT[tool.name](sc).filter(fact => !texts[0].text.includes(fact));
+        if (missing.length) fail(`call ${tool.name}: text content lacks ${JSON.stringify(missing)} of structuredContent`);
     } else {
         let parsed;
         try {
@@ -536,8 +547,12 @@ async function main() {
         if (!ls) {
             fail(`--expect-server ${want}: list_servers was not called successfully`);
         } else {
-            const servers = Array.isArray(ls.servers) ? ls.servers : [];
-            const s = servers.find(x => x.name === want) ?? servers.find(x => x.id === want);
+            // The fleet at a glance: one row per server (the others, online
+            // with nothing serious, by name only when their rows do not fit).
+            const rows = Array.isArray(ls.rows) ? ls.rows : [];
+            const others = Array.isArray(ls.others) ? ls.others.map(name => ({ name, status: 'online' })) : [];
+            const servers = rows.concat(others);
+            const s = servers.find(x => x.name === want);
             if (!s) fail(`--expect-server ${want}: not in list_servers (have: ${servers.map(x => x.name).join(', ') || 'none'})`);
             else if (s.status !== 'online') fail(`--expect-server ${want}: status is ${JSON.stringify(s.status)}, want "online"`);
             else log(`server ${want}: online`);

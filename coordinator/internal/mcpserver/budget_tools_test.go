@@ -24,13 +24,6 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/topology"
 )
 
-// The answer budget (CONTRACT.md, second round): characters of text
-// content and of structured content, without arguments and with them.
-const (
-	budgetDefault = 16000
-	budgetArgs    = 48000
-)
-
 // The big fleet's shape.
 const (
 	bigServers   = 10000

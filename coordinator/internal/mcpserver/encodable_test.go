@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -42,14 +43,27 @@ func TestNotEncodable(t *testing.T) {
 }
 
 // TestListServersSurvivesABadServer: a server whose state holds NaN (the
-// fleet took it from somewhere the agent API does not guard) is a row with
-// a gap; every other server is answered in full.
+// fleet took it from somewhere the agent API does not guard) is a view with
+// a gap, and a row without figures; every other server is answered in full.
 func TestListServersSurvivesABadServer(t *testing.T) {
 	d := smallFleet(t)
 	id := d.Fleet.Connect(&gridcityv1.Hello{Name: "web-2", District: "blog"})
 	d.Fleet.Apply("web-2", id, &gridcityv1.StateUpdate{Full: true, CollectedUnixMs: time.Now().UnixMilli(),
 		Host: &gridcityv1.HostInfo{Hostname: "web-2"}, Cpu: &gridcityv1.CPU{Cores: 2, BusyPercent: proto.Float64(math.NaN()), Load1: math.Inf(1)}})
-	out, res := callListServers(t, memSession(t, d), map[string]any{})
+	cs := memSession(t, d)
+	glance, res := callListServers(t, cs, map[string]any{})
+	if res.IsError {
+		t.Fatalf("list_servers failed for the whole fleet: %+v", res.Content)
+	}
+	for _, r := range glance.Rows {
+		if r.Name == "web-2" && (r.CPU != nil || r.Load != nil || !slices.ContainsFunc(r.Why, func(w string) bool { return strings.Contains(w, "NaN") })) {
+			t.Errorf("web-2's row %+v; want no cpu or load, and why naming the NaN", r)
+		}
+	}
+	if len(glance.Rows) != 6 {
+		t.Errorf("the fleet at a glance has %d rows; want all 6", len(glance.Rows))
+	}
+	out, res := callListServers(t, cs, map[string]any{"full": true})
 	if res.IsError {
 		t.Fatalf("list_servers failed for the whole fleet: %+v", res.Content)
 	}

@@ -20,21 +20,31 @@ import (
 // NoInput is the input of tools that take none: an empty object.
 type NoInput struct{}
 
-// ListServersInput is list_servers' optional input: filters, and a page.
+// ListServersInput is list_servers' optional input. Without any, the answer
+// is the fleet at a glance; a name that is exactly a server's answers that
+// server in full; the other arguments filter and page compact rows (or, with
+// full, whole views).
 type ListServersInput struct {
-	Name     string `json:"name,omitempty" jsonschema:"only servers whose name contains this, ignoring case"`
-	District string `json:"district,omitempty" jsonschema:"only servers in this district: declared by their agent or listed in the coordinator's config (get_topology lists the districts)"`
-	Status   string `json:"status,omitempty" jsonschema:"only servers with this status: online, reconnecting, offline or revoked"`
-	Limit    int    `json:"limit,omitempty" jsonschema:"at most this many servers in the answer: default 200, maximum 1000 (a larger limit is taken as 1000, a limit of 0 or less as 200)"`
-	After    string `json:"after,omitempty" jsonschema:"a server name: list the servers that sort after it; pass the previous answer's nextAfter to read the next page"`
+	Name      string `json:"name,omitempty" jsonschema:"a server's exact name: that server in full; other text: servers whose name contains it, ignoring case"`
+	District  string `json:"district,omitempty" jsonschema:"only servers in this district: declared by their agent or listed in the coordinator's config (get_topology lists the districts)"`
+	Status    string `json:"status,omitempty" jsonschema:"only servers with this status: online, reconnecting, offline or revoked"`
+	Attention bool   `json:"attention,omitempty" jsonschema:"only servers with a reason in why"`
+	Full      bool   `json:"full,omitempty" jsonschema:"whole server views instead of rows, as many as fit"`
+	Limit     int    `json:"limit,omitempty" jsonschema:"at most this many servers (maximum 1000); fewer when the answer's size bound comes first"`
+	After     string `json:"after,omitempty" jsonschema:"a server name: list the servers that sort after it; pass the previous answer's nextAfter to read the next page"`
 }
 
-// Bounds on a list_servers answer: a server is about 4 KiB of JSON, so a
-// whole fleet of ten thousand is tens of MiB, millions of tokens. The
-// counts say how many there are; filters and pages reach the rest.
+// Bounds on a list_servers answer, in characters of JSON (the structured
+// content; the text content is shorter): a model reads every answer in a
+// bounded context, so the fleet at a glance fits glanceBudget whatever the
+// fleet's size, and any other answer pageBudget. Counts say what is left
+// out and the arguments that reach it.
 const (
-	defaultServersLimit = 200
-	maxServersLimit     = 1000
+	glanceBudget    = 16000
+	pageBudget      = 48000
+	maxServersLimit = 1000
+	// budgetSlack is kept free of rows for the fields set after them.
+	budgetSlack = 600
 )
 
 // statusRevoked is a server whose agent's certificate was revoked.
@@ -43,15 +53,35 @@ const statusRevoked = fleet.StatusRevoked
 // serverStatuses are the statuses list_servers filters on.
 var serverStatuses = []string{fleet.StatusOnline, fleet.StatusReconnecting, fleet.StatusOffline, statusRevoked}
 
-// ListServersOutput is list_servers' structured result.
+// ListServersOutput is list_servers' structured result, in every mode: the
+// fleet at a glance (counts, rows needing attention first, healthy names),
+// a filtered page (rows or, with full, servers), or one server in full
+// (servers holds it).
 type ListServersOutput struct {
-	Servers     []ServerView `json:"servers" jsonschema:"the servers that match, sorted by name: one page of at most limit (200 unless asked)"`
-	Online      int          `json:"online" jsonschema:"how many servers of the whole fleet have a live agent stream, whatever the filters"`
-	Total       int          `json:"total" jsonschema:"how many servers are known in the whole fleet, whatever the filters"`
-	Matched     int          `json:"matched" jsonschema:"how many servers match name, district and status, over all pages"`
-	Truncated   bool         `json:"truncated" jsonschema:"true when more matching servers follow this page: call again with after set to nextAfter"`
-	NextAfter   string       `json:"nextAfter" jsonschema:"pass it as after to read the next page; empty when this page is the last"`
-	GeneratedAt string       `json:"generatedAt" jsonschema:"when this answer was made (RFC 3339)"`
+	Total     int            `json:"total" jsonschema:"how many servers are known in the whole fleet, whatever the filters"`
+	Online    int            `json:"online" jsonschema:"how many servers of the whole fleet have a live agent stream, whatever the filters"`
+	ByStatus  map[string]int `json:"byStatus" jsonschema:"the whole fleet by status"`
+	Districts []DistrictRow  `json:"districts,omitempty" jsonschema:"servers per district, most troubled first (no-argument answer only)"`
+	// DistrictsOmitted counts the districts left out of Districts.
+	DistrictsOmitted int            `json:"districtsOmitted,omitempty" jsonschema:"districts left out for size"`
+	Attention        map[string]int `json:"attention,omitempty" jsonschema:"matching servers needing attention by reason, each counted whether or not it has a row"`
+	Matched          int            `json:"matched" jsonschema:"how many servers match name, district, status and attention, over all pages"`
+	Rows             []ServerRow    `json:"rows,omitempty" jsonschema:"one row per server: without arguments the most serious first, else by name"`
+	Others           []string       `json:"others,omitempty" jsonschema:"the other servers, by name, when their rows do not fit: online, nothing serious (security updates at most, counted in attention)"`
+	Servers          []ServerView   `json:"servers,omitempty" jsonschema:"whole views: the server named exactly, or a page with full"`
+	Truncated        bool           `json:"truncated" jsonschema:"matching servers are left out: omitted counts them, nextAfter or more gets them"`
+	Omitted          map[string]int `json:"omitted,omitempty" jsonschema:"matching servers not named here, by status"`
+	NextAfter        string         `json:"nextAfter,omitempty" jsonschema:"pass as after, with the same arguments, for the next page"`
+	More             string         `json:"more,omitempty" jsonschema:"calls that list what was left out"`
+	GeneratedAt      string         `json:"generatedAt" jsonschema:"when this answer was made (RFC 3339)"`
+}
+
+// DistrictRow counts one district's servers.
+type DistrictRow struct {
+	District  string `json:"district" jsonschema:"empty for none"`
+	Servers   int    `json:"servers"`
+	Offline   int    `json:"offline,omitempty" jsonschema:"servers not online"`
+	Attention int    `json:"attention,omitempty" jsonschema:"servers needing attention"`
 }
 
 // ServerView is one server as an AI sees it. Strings in it come from the
@@ -162,19 +192,17 @@ func addListServers(s *mcp.Server, d Deps) {
 	mcp.AddTool(s, &mcp.Tool{
 		Name:  "list_servers",
 		Title: "List servers",
-		Description: "List the servers in the fleet with their live state: online, reconnecting, offline or revoked, OS, CPU and load, memory, disks, uptime, " +
-			"listening ports with their processes, containers, failed systemd units, pending (and security) updates, and gaps — " +
-			"facts its agent could not collect, with the reason. A fact that is not known (not collected yet, or not collectable) is absent and has a gap: read it as unknown, never as 0 or none. " +
-			"Call it first to see what exists. " +
-			"It answers one page of at most 200 servers sorted by name (limit up to 1000); online and total count the whole fleet, matched the servers that pass the filters. " +
-			"On a large fleet narrow it with name, district or status (incident_report tells what is broken), " +
-			"and when truncated is true call again with after set to nextAfter for the next page.",
+		Description: "The fleet at a glance, or one server in full; call it first. " +
+			"Without arguments: counts by status and district, then a row per server, those needing attention first (offline, failed units, full disks, " +
+			"memory, load, open attacks, security updates) with why and cpu/mem %/load, then the others (at most security updates) by name if space is short; omitted counts what did not fit and more says how to get it. " +
+			"{\"name\": \"web-7\"} (exact) answers that server in full: OS, CPU, memory, disks, uptime, addresses, listening ports with processes, containers, " +
+			"failed units, updates, commands, and gaps (facts not collected, with why: unknown, never 0 or none). " +
+			"district, status, attention or a name fragment page rows by name (full: true for whole views); when truncated, pass nextAfter as after.",
 		Annotations:  readOnly("List servers"),
 		OutputSchema: outputSchema[ListServersOutput](),
-	}, func(ctx context.Context, req *mcp.CallToolRequest, in ListServersInput) (*mcp.CallToolResult, ListServersOutput, error) {
-		out, err := listServers(ctx, d, in, time.Now())
-		return nil, out, err
-	})
+	}, withText(renderListServers, func(ctx context.Context, req *mcp.CallToolRequest, in ListServersInput) (ListServersOutput, error) {
+		return listServers(ctx, d, in, time.Now())
+	}))
 }
 
 // listed is one server of the fleet before its page is chosen: enough to
@@ -185,26 +213,77 @@ type listed struct {
 	agent *store.Agent
 	// connected: the fleet knows it (it connected at least once).
 	connected bool
+	// configDistrict is the config's district for a server that declares none.
+	configDistrict string
 }
 
-// listServers filters and sorts the fleet on names, statuses and districts
-// alone and builds the views of one page: a view copies the server's state
-// and a page is at most maxServersLimit, however large the fleet.
+// listServers answers in one of three modes: one server in full (name is
+// exactly a server's), the fleet at a glance (no arguments), or a page of
+// matching servers sorted by name. Filtering and paging look at names,
+// statuses and districts alone; a server's state is copied only for its
+// row or view.
 func listServers(ctx context.Context, d Deps, in ListServersInput, now time.Time) (ListServersOutput, error) {
-	out := ListServersOutput{Servers: []ServerView{}, GeneratedAt: now.UTC().Format(time.RFC3339)}
+	out := ListServersOutput{ByStatus: map[string]int{}, GeneratedAt: now.UTC().Format(time.RFC3339)}
 	status := strings.ToLower(strings.TrimSpace(in.Status))
 	if status != "" && !slices.Contains(serverStatuses, status) {
 		return out, fmt.Errorf("unknown status %q; status is one of %s (or leave it out for every server)", in.Status, strings.Join(serverStatuses, ", "))
 	}
-	limit := in.Limit
-	if limit <= 0 {
-		limit = defaultServersLimit
+	all, err := listFleet(ctx, d)
+	if err != nil {
+		return out, err
 	}
-	limit = min(limit, maxServersLimit)
+	for _, l := range all {
+		out.ByStatus[l.status]++
+	}
+	out.Total, out.Online = len(all), out.ByStatus[fleet.StatusOnline]
 
+	if i := exactName(all, in.Name); i >= 0 {
+		out.Matched = 1
+		out.Servers = []ServerView{fitView(fullView(d, all[i], now), pageBudget-budgetSlack)}
+		return out, nil
+	}
+	inDistrict, err := districtFilter(d, in.District, all)
+	if err != nil {
+		return out, err
+	}
+	name := strings.ToLower(in.Name)
+	var matched []listed
+	for _, l := range all {
+		if (status == "" || l.status == status) && (name == "" || strings.Contains(strings.ToLower(l.name), name)) && (inDistrict == nil || inDistrict(l)) {
+			matched = append(matched, l)
+		}
+	}
+	if in == (ListServersInput{}) || in.Attention {
+		// Ranking and the attention filter read every matching server's
+		// state; a page of the others reads only its own servers'.
+		rows := make([]ServerRow, 0, len(matched))
+		for _, l := range matched {
+			if r := rowOf(d, l, now); !in.Attention || len(r.Why) > 0 {
+				rows = append(rows, r)
+			}
+		}
+		out.Matched = len(rows)
+		out.Attention = attentionCounts(rows)
+		if !in.Attention {
+			glance(&out, rows)
+			return out, nil
+		}
+		matched = matched[:0]
+		for _, r := range rows {
+			matched = append(matched, r.l)
+		}
+	}
+	out.Matched = len(matched)
+	page(d, &out, in, matched, now)
+	return out, nil
+}
+
+// listFleet is every server the fleet knows or the store has enrolled,
+// sorted by name, with the status the store decides.
+func listFleet(ctx context.Context, d Deps) ([]listed, error) {
 	agents, err := d.Store.Agents(ctx)
 	if err != nil {
-		return out, fmt.Errorf("reading the enrolled agents failed (%v); retry in a moment", err)
+		return nil, fmt.Errorf("reading the enrolled agents failed (%v); retry in a moment", err)
 	}
 	enrolled := make(map[string]*store.Agent, len(agents))
 	for i := range agents {
@@ -231,62 +310,60 @@ func listServers(ctx context.Context, d Deps, in ListServersInput, now time.Time
 	if len(all) > len(heads) {
 		slices.SortFunc(all, func(a, b listed) int { return strings.Compare(a.name, b.name) })
 	}
+	if d.Topology != nil {
+		// A server without a district of its own is in the config's.
+		member := map[string]string{}
+		for _, dd := range d.Topology.Config().Districts {
+			for _, m := range dd.Members {
+				if member[m] == "" {
+					member[m] = dd.ID
+				}
+			}
+		}
+		for i := range all {
+			if all[i].district == "" {
+				all[i].configDistrict = member[all[i].name]
+			}
+		}
+	}
+	return all, nil
+}
 
-	inDistrict, err := districtFilter(d, in.District, all)
-	if err != nil {
-		return out, err
+// exactName is the index of the server named name exactly (or, when no
+// name is, ignoring case), or -1.
+func exactName(all []listed, name string) int {
+	if name == "" {
+		return -1
 	}
-	name := strings.ToLower(in.Name)
-	match := func(l listed) bool {
-		return (status == "" || l.status == status) &&
-			(name == "" || strings.Contains(strings.ToLower(l.name), name)) &&
-			(inDistrict == nil || inDistrict(l))
+	i, found := slices.BinarySearchFunc(all, name, func(l listed, n string) int { return strings.Compare(l.name, n) })
+	if found {
+		return i
 	}
-	var page []listed
-	for _, l := range all {
-		if l.status == fleet.StatusOnline {
-			out.Online++
-		}
-		if !match(l) {
-			continue
-		}
-		out.Matched++
-		switch {
-		case in.After != "" && l.name <= in.After:
-		case len(page) < limit:
-			page = append(page, l)
-		default:
-			out.Truncated = true
-		}
-	}
-	out.Total = len(all)
-	if out.Truncated {
-		out.NextAfter = page[len(page)-1].name
-	}
+	return slices.IndexFunc(all, func(l listed) bool { return strings.EqualFold(l.name, name) })
+}
 
-	for _, l := range page {
-		if !l.connected {
-			v := viewServer(fleet.Server{Name: l.name}, now)
-			// It has no facts at all; this one gap says why.
-			v.Gaps = []GapView{{Check: "agent", Reason: "enrolled at " + rfc3339(l.agent.EnrolledAt) + " but never connected: is gridcity-agent running there, and can it reach the coordinator?"}}
-			out.Servers = append(out.Servers, v)
-			continue
-		}
-		// Servers are never removed from the fleet; the copy may be a
-		// moment newer than the heading the page was chosen by.
-		srv, _ := d.Fleet.Server(l.name)
-		srv.RevokedAt = time.Time{} // the store decides, as for the page
-		v := viewServer(srv, now)
-		if bad := notEncodable(v); bad != "" {
-			v = unencodableServer(srv, now, bad)
-		}
-		if l.status == statusRevoked && l.agent != nil {
-			v.Status = statusRevoked
-			v.Gaps = append(v.Gaps, GapView{Check: "agent", Reason: "its certificate was revoked at " + rfc3339(l.agent.RevokedAt) + "; the facts are its last report"})
-		}
-		out.Servers = append(out.Servers, v)
+// fullView is one server in full, with the gaps that say what its status
+// leaves unknown.
+func fullView(d Deps, l listed, now time.Time) ServerView {
+	if !l.connected {
+		v := viewServer(fleet.Server{Name: l.name}, now)
+		// It has no facts at all; this one gap says why.
+		v.Gaps = []GapView{{Check: "agent", Reason: "enrolled at " + rfc3339(l.agent.EnrolledAt) + " but never connected: is gridcity-agent running there, and can it reach the coordinator?"}}
+		return v
 	}
-	return out, nil
+	// Servers are never removed from the fleet; the copy may be a moment
+	// newer than the heading it was chosen by.
+	srv, _ := d.Fleet.Server(l.name)
+	srv.RevokedAt = time.Time{} // the store decides, as for the listing
+	v := viewServer(srv, now)
+	if bad := notEncodable(v); bad != "" {
+		v = unencodableServer(srv, now, bad)
+	}
+	if l.status == statusRevoked && l.agent != nil {
+		v.Status = statusRevoked
+		v.Gaps = append(v.Gaps, GapView{Check: "agent", Reason: "its certificate was revoked at " + rfc3339(l.agent.RevokedAt) + "; the facts are its last report"})
+	}
+	return v
 }
 
 // districtFilter tells which servers are in the district named: those whose
@@ -431,6 +508,40 @@ func viewServer(srv fleet.Server, now time.Time) ServerView {
 			rfc3339(srv.GraceEnds) + "); the facts above are its last report, from " + v.LastSeen})
 	default:
 		v.Gaps = append(v.Gaps, GapView{Check: "agent", Reason: "agent offline since " + v.LastSeen + "; the facts above are its last report"})
+	}
+	return v
+}
+
+// fitView cuts the longest lists of v (listening sockets, containers,
+// failed units, disks, addresses), halving the longest each time, until
+// its JSON fits budget: a host with thousands of sockets is still one
+// answer a model can read. A gap per list cut says how many were left out.
+func fitView(v ServerView, budget int) ServerView {
+	before := map[string]int{"listening": len(v.Listening), "containers": len(v.Containers), "failedUnits": len(v.FailedUnits), "disks": len(v.Disks), "addresses": len(v.Addresses)}
+	for jsonLen(v) > budget {
+		lens := map[string]int{"listening": jsonLen(v.Listening), "containers": jsonLen(v.Containers), "failedUnits": jsonLen(v.FailedUnits), "disks": jsonLen(v.Disks), "addresses": jsonLen(v.Addresses)}
+		longest := slices.MaxFunc(slices.Sorted(maps.Keys(lens)), func(a, b string) int { return lens[a] - lens[b] })
+		if lens[longest] <= len("null") {
+			break // nothing left to cut: the rest is the server's own
+		}
+		switch longest {
+		case "listening":
+			v.Listening = v.Listening[:len(v.Listening)/2]
+		case "containers":
+			v.Containers = v.Containers[:len(v.Containers)/2]
+		case "failedUnits":
+			v.FailedUnits = v.FailedUnits[:len(v.FailedUnits)/2]
+		case "disks":
+			v.Disks = v.Disks[:len(v.Disks)/2]
+		case "addresses":
+			v.Addresses = v.Addresses[:len(v.Addresses)/2]
+		}
+	}
+	after := map[string]int{"listening": len(v.Listening), "containers": len(v.Containers), "failedUnits": len(v.FailedUnits), "disks": len(v.Disks), "addresses": len(v.Addresses)}
+	for _, k := range slices.Sorted(maps.Keys(before)) {
+		if cut := before[k] - after[k]; cut > 0 {
+			v.Gaps = append(v.Gaps, GapView{Check: k, Reason: fmt.Sprintf("%d of %d left out to keep the answer within %d characters; the ones shown come first", cut, before[k], pageBudget)})
+		}
 	}
 	return v
 }

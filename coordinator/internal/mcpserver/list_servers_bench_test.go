@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -105,6 +106,9 @@ func BenchmarkListServers(b *testing.B) {
 		{"district", map[string]any{"district": "district-042"}},
 		{"status_offline", map[string]any{"status": "offline"}},
 		{"name", map[string]any{"name": "SIM-0004"}},
+		{"one_in_full", map[string]any{"name": "sim-00004"}},
+		{"attention", map[string]any{"attention": true}},
+		{"full", map[string]any{"full": true}},
 		{"last_page", map[string]any{"after": "sim-09800"}},
 		{"limit_1000", map[string]any{"limit": 1000}},
 	} {
@@ -118,9 +122,11 @@ func BenchmarkListServers(b *testing.B) {
 					b.Fatalf("list_servers(%v): %v %+v", tc.args, err, res)
 				}
 			}
-			// The answer's JSON, as the text content carries it (the
-			// structured content is the same again).
-			b.ReportMetric(float64(len(res.Content[0].(*mcp.TextContent).Text)), "json-B")
+			// The answer's size in each form: the text written for a model,
+			// and the structured content's JSON.
+			js, _ := json.Marshal(res.StructuredContent)
+			b.ReportMetric(float64(len(res.Content[0].(*mcp.TextContent).Text)), "text-B")
+			b.ReportMetric(float64(len(js)), "json-B")
 		})
 	}
 }

@@ -40,12 +40,30 @@ func callListServers(t *testing.T, cs *mcp.ClientSession, args map[string]any) (
 	return out, res
 }
 
-func names(servers []ServerView) []string {
-	out := []string{}
-	for _, s := range servers {
-		out = append(out, s.Name)
+// names are the servers an answer names, in its order: rows, the
+// others' names, then whole views.
+func names(out ListServersOutput) []string {
+	ns := []string{}
+	for _, r := range out.Rows {
+		ns = append(ns, r.Name)
 	}
-	return out
+	ns = append(ns, out.Others...)
+	for _, s := range out.Servers {
+		ns = append(ns, s.Name)
+	}
+	return ns
+}
+
+// statuses are the statuses of the servers an answer has a row or a view of.
+func statuses(out ListServersOutput) map[string]string {
+	m := map[string]string{}
+	for _, r := range out.Rows {
+		m[r.Name] = r.Status
+	}
+	for _, s := range out.Servers {
+		m[s.Name] = s.Status
+	}
+	return m
 }
 
 // lightFleet is benchFleet's fleet with little state, so that the views of
@@ -110,6 +128,11 @@ func TestListServersFilters(t *testing.T) {
 	}{
 		{map[string]any{}, []string{"api-1", "db-1", "new-1", "old-1", "web-1", "web-2"}, 6, ""},
 		{map[string]any{"name": "WEB"}, []string{"web-1", "web-2"}, 2, ""},
+		{map[string]any{"name": "web-1"}, []string{"web-1"}, 1, ""}, // exact: that one in full
+		{map[string]any{"name": "WEB-2"}, []string{"web-2"}, 1, ""},
+		{map[string]any{"attention": true}, []string{"db-1", "new-1", "old-1"}, 3, ""},
+		{map[string]any{"attention": true, "full": true}, []string{"db-1", "new-1", "old-1"}, 3, ""},
+		{map[string]any{"district": "shop", "full": true}, []string{"db-1", "web-1"}, 2, ""},
 		{map[string]any{"name": "-1"}, []string{"api-1", "db-1", "new-1", "old-1", "web-1"}, 5, ""},
 		{map[string]any{"district": "shop"}, []string{"db-1", "web-1"}, 2, ""}, // a config member and a declared one
 		{map[string]any{"district": "SHOP"}, []string{"db-1", "web-1"}, 2, ""},
@@ -132,12 +155,19 @@ func TestListServersFilters(t *testing.T) {
 			t.Errorf("list_servers(%v): error %+v", tc.args, res.Content)
 			continue
 		}
-		if got := names(out.Servers); !slices.Equal(got, tc.want) {
+		got := names(out)
+		if len(tc.args) == 0 || tc.args["name"] == "" {
+			slices.Sort(got) // the fleet at a glance ranks its rows
+		}
+		if !slices.Equal(got, tc.want) {
 			t.Errorf("list_servers(%v) = %v; want %v", tc.args, got, tc.want)
 		}
 		if out.Matched != tc.matched || out.NextAfter != tc.nextAfter || out.Truncated != (tc.nextAfter != "") {
 			t.Errorf("list_servers(%v): matched %d, truncated %v, nextAfter %q; want %d, %v, %q", tc.args, out.Matched, out.Truncated, out.NextAfter,
 				tc.matched, tc.nextAfter != "", tc.nextAfter)
+		}
+		if full := tc.args["full"] == true || tc.args["name"] == "web-1" || tc.args["name"] == "WEB-2"; full != (out.Rows == nil && len(out.Servers) > 0) && len(tc.want) > 0 {
+			t.Errorf("list_servers(%v): %d rows, %d whole views; want whole views %v", tc.args, len(out.Rows), len(out.Servers), full)
 		}
 		if out.Online != 3 || out.Total != 6 {
 			t.Errorf("list_servers(%v): online %d of %d; want 3 of 6 whatever the filters", tc.args, out.Online, out.Total)
@@ -148,20 +178,24 @@ func TestListServersFilters(t *testing.T) {
 func TestListServersStatuses(t *testing.T) {
 	cs := memSession(t, smallFleet(t))
 	out, _ := callListServers(t, cs, map[string]any{})
-	got := map[string]string{}
-	for _, s := range out.Servers {
-		got[s.Name] = s.Status
-	}
+	got := statuses(out)
 	want := map[string]string{"api-1": "online", "db-1": "offline", "new-1": "offline", "old-1": "revoked", "web-1": "online", "web-2": "online"}
 	for n, st := range want {
 		if got[n] != st {
 			t.Errorf("%s is %q; want %q", n, got[n], st)
 		}
 	}
-	if s := out.Servers[slices.Index(names(out.Servers), "new-1")]; len(s.Gaps) != 1 || !strings.Contains(s.Gaps[0].Reason, "never connected") {
+	one := func(name string) ServerView {
+		out, res := callListServers(t, cs, map[string]any{"name": name})
+		if res.IsError || len(out.Servers) != 1 {
+			t.Fatalf("list_servers {name: %s}: %+v", name, res.Content)
+		}
+		return out.Servers[0]
+	}
+	if s := one("new-1"); len(s.Gaps) != 1 || !strings.Contains(s.Gaps[0].Reason, "never connected") {
 		t.Errorf("new-1 gaps %+v; want one saying it never connected", s.Gaps)
 	}
-	if s := out.Servers[slices.Index(names(out.Servers), "old-1")]; !slices.ContainsFunc(s.Gaps, func(g GapView) bool { return strings.Contains(g.Reason, "revoked") }) {
+	if s := one("old-1"); !slices.ContainsFunc(s.Gaps, func(g GapView) bool { return strings.Contains(g.Reason, "revoked") }) {
 		t.Errorf("old-1 gaps %+v; want one saying its certificate was revoked", s.Gaps)
 	}
 }
@@ -199,13 +233,14 @@ func TestListServersPaging(t *testing.T) {
 	for _, tc := range []struct {
 		args  map[string]any
 		pages int
-		want  func(ServerView) bool
+		want  func(name, status string) bool
 	}{
-		{map[string]any{}, 3, nil},
 		{map[string]any{"limit": 100}, 5, nil},
-		{map[string]any{"limit": 3, "status": "offline"}, 2, func(s ServerView) bool { return s.Status == "offline" }}, // 42, 142 … 442 and 250
-		{map[string]any{"limit": 3, "status": "revoked"}, 1, func(s ServerView) bool { return s.Status == "revoked" }},
-		{map[string]any{"limit": 10, "name": "sim-001"}, 10, func(s ServerView) bool { return strings.HasPrefix(s.Name, "sim-001") }},
+		{map[string]any{"full": true}, 0, nil}, // as many as fit 48,000 characters
+		{map[string]any{"limit": 3, "status": "offline"}, 2, func(_, s string) bool { return s == "offline" }}, // 42, 142 … 442 and 250
+		{map[string]any{"limit": 3, "status": "revoked"}, 1, func(_, s string) bool { return s == "revoked" }},
+		{map[string]any{"limit": 10, "name": "sim-001"}, 10, func(n, _ string) bool { return strings.HasPrefix(n, "sim-001") }},
+		{map[string]any{"limit": 2, "attention": true}, 4, func(_, s string) bool { return s != "online" }}, // the offline, revoked and never connected
 	} {
 		var seen []string
 		pages, matched := 0, -1
@@ -221,12 +256,12 @@ func TestListServersPaging(t *testing.T) {
 			} else if out.Matched != matched {
 				t.Errorf("list_servers(%v): matched %d; the first page said %d", args, out.Matched, matched)
 			}
-			for _, s := range out.Servers {
-				if tc.want != nil && !tc.want(s) {
-					t.Errorf("list_servers(%v) listed %s (%s)", args, s.Name, s.Status)
+			for n, s := range statuses(out) {
+				if tc.want != nil && !tc.want(n, s) {
+					t.Errorf("list_servers(%v) listed %s (%s)", args, n, s)
 				}
 			}
-			seen = append(seen, names(out.Servers)...)
+			seen = append(seen, names(out)...)
 			if out.Truncated != (out.NextAfter != "") {
 				t.Fatalf("list_servers(%v): truncated %v with nextAfter %q", args, out.Truncated, out.NextAfter)
 			}
@@ -243,7 +278,7 @@ func TestListServersPaging(t *testing.T) {
 			t.Errorf("list_servers(%v): %d pages listed %d servers (sorted and once each: %v); matched %d", tc.args, pages, len(seen),
 				slices.IsSorted(seen) && len(slices.Compact(slices.Clone(seen))) == len(seen), matched)
 		}
-		if pages != tc.pages {
+		if tc.pages > 0 && pages != tc.pages || tc.pages == 0 && pages < 2 {
 			t.Errorf("list_servers(%v): %d pages; want %d", tc.args, pages, tc.pages)
 		}
 		if tc.want == nil && len(seen) != n {
@@ -258,10 +293,10 @@ func TestListServersPaging(t *testing.T) {
 		id := d.Fleet.Connect(&gridcityv1.Hello{Name: name})
 		d.Fleet.Apply(name, id, &gridcityv1.StateUpdate{Full: true, CollectedUnixMs: time.Now().UnixMilli()})
 	}
-	seen := names(out.Servers)
+	seen := names(out)
 	for after := out.NextAfter; after != ""; after = out.NextAfter {
 		out, _ = callListServers(t, cs, map[string]any{"limit": 150, "after": after})
-		seen = append(seen, names(out.Servers)...)
+		seen = append(seen, names(out)...)
 	}
 	if len(seen) != n+1 || slices.Contains(seen, "sim-00001a") || !slices.Contains(seen, "sim-00300a") {
 		t.Errorf("with two servers joining between pages: %d servers listed (sim-00001a %v, sim-00300a %v); want %d without the first, with the second",
@@ -269,46 +304,30 @@ func TestListServersPaging(t *testing.T) {
 	}
 }
 
-// A limit of 0 or less means the default; one above the maximum is taken
-// as the maximum rather than refused, and the answer says it is truncated.
+// A limit of 0 or less means as many as fit; one above the maximum is
+// taken as the maximum rather than refused; either way the page stops at
+// its size bound, and the answer says it is truncated.
 func TestListServersLimits(t *testing.T) {
 	cs := memSession(t, lightFleet(t, 1001))
 	for _, tc := range []struct {
 		args map[string]any
-		want int
+		want int // 0: as many as fit
 	}{
-		{map[string]any{}, defaultServersLimit},
-		{map[string]any{"limit": 0}, defaultServersLimit},
-		{map[string]any{"limit": -5}, defaultServersLimit},
 		{map[string]any{"limit": 1}, 1},
-		{map[string]any{"limit": 5000}, maxServersLimit},
+		{map[string]any{"limit": 300}, 300},
+		{map[string]any{"limit": -5, "status": "online"}, 0},
+		{map[string]any{"limit": 5000}, 0},
 	} {
 		out, res := callListServers(t, cs, tc.args)
 		if res.IsError {
 			t.Fatalf("list_servers(%v): %+v", tc.args, res.Content)
 		}
-		if len(out.Servers) != tc.want || !out.Truncated || out.NextAfter != out.Servers[len(out.Servers)-1].Name || out.Matched != 1001 || out.Total != 1001 {
-			t.Errorf("list_servers(%v): %d servers, truncated %v, nextAfter %q, matched %d of %d; want %d, true, the last one's name, 1001 of 1001",
-				tc.args, len(out.Servers), out.Truncated, out.NextAfter, out.Matched, out.Total, tc.want)
+		n := len(out.Rows)
+		if tc.want > 0 && n != tc.want || tc.want == 0 && (n < 300 || n >= maxServersLimit) || !out.Truncated || out.NextAfter != out.Rows[n-1].Name || out.Total != 1001 {
+			t.Errorf("list_servers(%v): %d rows, truncated %v, nextAfter %q, total %d; want %d (0: as many as fit), true, the last one's name, 1001",
+				tc.args, n, out.Truncated, out.NextAfter, out.Total, tc.want)
 		}
-	}
-}
-
-// Up to 200 servers, a call without arguments lists every one, as before
-// list_servers had pages; from 201 it is the first page.
-func TestListServersWithoutArgumentsUpTo200(t *testing.T) {
-	for _, n := range []int{200, 201} {
-		cs := memSession(t, lightFleet(t, n))
-		out, _ := callListServers(t, cs, map[string]any{})
-		want := min(n, defaultServersLimit)
-		if len(out.Servers) != want || out.Total != n || out.Matched != n || out.Truncated != (n > want) {
-			t.Errorf("%d servers: listed %d of %d (matched %d, truncated %v); want %d", n, len(out.Servers), out.Total, out.Matched, out.Truncated, want)
-		}
-		for i, s := range out.Servers {
-			if w := fmt.Sprintf("sim-%05d", i+1); s.Name != w {
-				t.Fatalf("%d servers: server %d is %s; want %s", n, i, s.Name, w)
-			}
-		}
+		checkBudget(t, res, budgetArgs)
 	}
 }
 
@@ -361,10 +380,7 @@ func TestListServersWhenTheFleetsRevokedMarkLags(t *testing.T) {
 	if res.IsError {
 		t.Fatalf("list_servers: %+v", res.Content)
 	}
-	got := map[string]string{}
-	for _, v := range out.Servers {
-		got[v.Name] = v.Status
-	}
+	got := statuses(out)
 	if got["web-1"] != fleet.StatusOffline || got["web-2"] != fleet.StatusRevoked {
 		t.Fatalf("statuses %v; want web-1 offline (enrolled again), web-2 revoked (as the store says)", got)
 	}
@@ -400,7 +416,7 @@ func TestListServersUnknownIsAbsent(t *testing.T) {
 	f.Apply("older-1", id, &gridcityv1.StateUpdate{Full: true, CollectedUnixMs: now.UnixMilli(), Host: &gridcityv1.HostInfo{Hostname: "older-1"}})
 	d := Deps{Fleet: f, Store: enrolledStore{Store: st}, Logger: slog.New(slog.DiscardHandler)}
 
-	out, err := listServers(ctx, d, ListServersInput{}, now)
+	out, err := listServers(ctx, d, ListServersInput{Full: true}, now)
 	if err != nil || len(out.Servers) != 3 {
 		t.Fatalf("got %d servers, %v; want 3", len(out.Servers), err)
 	}
@@ -444,5 +460,45 @@ func TestListServersUnknownIsAbsent(t *testing.T) {
 	}
 	if got, want := gapChecks(older), []string{"cpu", "memory", "disks", "sockets", "failed_units", "containers", "updates"}; !slices.Equal(got, want) {
 		t.Errorf("older-1 gaps %v; want %v", got, want)
+	}
+}
+
+// TestListServersOneServerInFullFits: a host with thousands of sockets and
+// containers is still answered in full within the 48,000 characters of an
+// answer with arguments, its lists cut with a gap saying how many were left
+// out; one with a few is answered whole.
+func TestListServersOneServerInFullFits(t *testing.T) {
+	d := lightFleet(t, 3)
+	st := &gridcityv1.StateUpdate{Full: true, CollectedUnixMs: time.Now().UnixMilli(), Host: &gridcityv1.HostInfo{Hostname: "big-1"},
+		Listeners: &gridcityv1.Listeners{}, Containers: &gridcityv1.Containers{}}
+	for i := range 3000 {
+		st.Listeners.Items = append(st.Listeners.Items, &gridcityv1.Listener{Proto: "tcp", Address: "10.0.0.1", Port: uint32(10000 + i), Process: "worker"})
+	}
+	for i := range 500 {
+		st.Containers.Items = append(st.Containers.Items, &gridcityv1.Container{Id: fmt.Sprintf("%064d", i), Name: fmt.Sprintf("job-%d", i), Image: "registry.example/job:1", State: "running", Status: "Up 2 hours"})
+	}
+	d.Fleet.Apply("big-1", d.Fleet.Connect(&gridcityv1.Hello{Name: "big-1"}), st)
+	cs := memSession(t, d)
+	for _, args := range []map[string]any{{"name": "big-1"}, {"name": "big", "full": true}} {
+		out, res := callListServers(t, cs, args)
+		checkBudget(t, res, budgetArgs)
+		if len(out.Servers) != 1 {
+			t.Fatalf("list_servers %v: %d servers; want big-1 in full", args, len(out.Servers))
+		}
+		v := out.Servers[0]
+		var cut []string
+		for _, g := range v.Gaps {
+			if g.Check == "listening" || g.Check == "containers" {
+				cut = append(cut, g.Check+": "+g.Reason)
+			}
+		}
+		if len(v.Listening) == 0 || len(v.Listening) == 3000 || v.Listening[0].Port != 10000 || len(cut) == 0 ||
+			!strings.Contains(strings.Join(cut, " "), fmt.Sprintf("%d of 3000 left out", 3000-len(v.Listening))) {
+			t.Errorf("list_servers %v: %d sockets, %d containers, gaps %v; want the first sockets, and gaps counting what was left out", args, len(v.Listening), len(v.Containers), cut)
+		}
+	}
+	out, _ := callListServers(t, cs, map[string]any{"name": "sim-00001"})
+	if len(out.Servers) != 1 || slices.ContainsFunc(out.Servers[0].Gaps, func(g GapView) bool { return strings.Contains(g.Reason, "left out to keep") }) {
+		t.Errorf("sim-00001: %+v; want it whole", out.Servers)
 	}
 }

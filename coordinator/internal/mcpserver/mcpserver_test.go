@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -136,19 +137,54 @@ func TestListServers(t *testing.T) {
 	e.st.RevokeAgent(ctx, "old-1", now)
 
 	cs := e.client(t, e.token)
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "list_servers", Arguments: map[string]any{}})
-	if err != nil || res.IsError {
-		t.Fatalf("list_servers: %v %+v", err, res)
+	call := func(args map[string]any) (ListServersOutput, *mcp.CallToolResult) {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "list_servers", Arguments: args})
+		if err != nil || res.IsError {
+			t.Fatalf("list_servers(%v): %v %+v", args, err, res)
+		}
+		var out ListServersOutput
+		b, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out, res
 	}
-	var out ListServersOutput
-	b, _ := json.Marshal(res.StructuredContent)
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatal(err)
+	out, res := call(map[string]any{})
+	if out.Total != 4 || out.Online != 1 || out.ByStatus["offline"] != 2 || out.ByStatus["revoked"] != 1 {
+		t.Fatalf("total %d online %d by status %v; want 4, 1 online, 2 offline, 1 revoked", out.Total, out.Online, out.ByStatus)
 	}
-	if out.Total != 4 || out.Online != 1 {
-		t.Fatalf("total %d online %d; want 4 and 1", out.Total, out.Online)
+	// At a glance: the servers needing attention first, the most serious
+	// first; web-1 with the figures and reasons that say why.
+	var ranked []string
+	for _, r := range out.Rows {
+		ranked = append(ranked, r.Name)
 	}
-	db, fresh, old, web := out.Servers[0], out.Servers[1], out.Servers[2], out.Servers[3]
+	if want := []string{"db-1", "new-1", "web-1", "old-1"}; !slices.Equal(ranked, want) {
+		t.Errorf("rows %v; want %v", ranked, want)
+	}
+	if i := slices.Index(ranked, "web-1"); i >= 0 {
+		r := out.Rows[i]
+		if r.CPU == nil || *r.CPU != 12.3 || r.Mem == nil || *r.Mem != 40 || r.Load == nil || *r.Load != 0.5 ||
+			!slices.Equal(r.Why, []string{"1 failed unit: nginx.service", "disk / 91%", "2 security updates"}) {
+			t.Errorf("web-1's row %+v (why %q)", r, r.Why)
+		}
+	}
+	// The text content is the compact rendering, with the same facts.
+	text := res.Content[0].(*mcp.TextContent).Text
+	for _, want := range []string{"4 servers: 1 online, 2 offline, 1 revoked", "web-1", "1 failed unit: nginx.service", "12.3"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text content lacks %q:\n%s", want, text)
+		}
+	}
+	var views []ServerView
+	for _, n := range []string{"db-1", "new-1", "old-1", "web-1"} {
+		one, _ := call(map[string]any{"name": n})
+		if len(one.Servers) != 1 || one.Rows != nil {
+			t.Fatalf("list_servers {name: %s}: %d servers, %d rows; want that one in full", n, len(one.Servers), len(one.Rows))
+		}
+		views = append(views, one.Servers[0])
+	}
+	db, fresh, old, web := views[0], views[1], views[2], views[3]
 	if fresh.Name != "new-1" || fresh.Status != "offline" || len(fresh.Gaps) != 1 || !strings.Contains(fresh.Gaps[0].Reason, "never connected") {
 		t.Errorf("enrolled, never connected: got %+v", fresh)
 	}
@@ -169,10 +205,6 @@ func TestListServers(t *testing.T) {
 	}
 	if len(web.FailedUnits) != 1 || len(web.Gaps) != 1 || web.Gaps[0].Check != "containers" {
 		t.Errorf("failed units %+v gaps %+v", web.FailedUnits, web.Gaps)
-	}
-	// The same JSON is in the text content.
-	if len(res.Content) == 0 || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, `"web-1"`) {
-		t.Errorf("text content lacks the JSON: %+v", res.Content)
 	}
 }
 

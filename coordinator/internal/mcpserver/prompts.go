@@ -53,7 +53,8 @@ func triageText(target string, scope store.Scope) string {
 	}
 	b.WriteString("2. For each root cause (the one that explains most first), call get_topology with it as target to see what depends on it " +
 		"(its blast radius), then diagnose with it as target. diagnose climbs agent → host → service → port → reachable → handshake and stops " +
-		"at the first rung that fails; read its diagnoses and their evidence.\n")
+		"at the first rung that fails; read its diagnoses and their evidence. For a server, list_servers {\"name\": SERVER} shows everything its agent " +
+		"collected (failed units, disks, listening ports with their processes, gaps).\n")
 	b.WriteString("3. Choose a fix: prefer one that diagnose marks verified, then a runbook that matches the target (list_runbooks), then a command " +
 		"of your own. Look before you change anything: a read-only command (systemctl status, journalctl -n 50) first.\n")
 	if scope == store.ScopeOperate {

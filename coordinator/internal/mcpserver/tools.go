@@ -450,3 +450,19 @@ func levenshtein(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// withText is a typed tool handler whose text content is render's
+// rendering of the structured result, written for a model to read, instead
+// of the SDK's second copy of the JSON. The structured content stays the
+// machine contract, validated against the output schema; a tool without a
+// renderer keeps the JSON as its text.
+func withText[In, Out any](render func(Out) string, h func(context.Context, *mcp.CallToolRequest, In) (Out, error)) mcp.ToolHandlerFor[In, Out] {
+	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		out, err := h(ctx, req, in)
+		if err != nil {
+			var zero Out
+			return nil, zero, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: render(out)}}}, out, nil
+	}
+}
