@@ -164,12 +164,11 @@ func getMetrics(ctx context.Context, d Deps, in MetricsInput, now time.Time) (Me
 		return MetricsOutput{}, err
 	}
 	live := liveFigures(srv.Online, srv.State)
+	// Disks are known from the history, which the fleet bounds to the
+	// largest few of a host; the live state names every mount.
 	known := map[string]bool{"cpu": true, "memory": true, "load": true}
 	for _, p := range rows {
 		known[p.Metric] = true
-	}
-	for m := range live {
-		known[m] = true
 	}
 	names := slices.SortedFunc(maps.Keys(known), metricOrder)
 	asked := names
@@ -202,14 +201,14 @@ func getMetrics(ctx context.Context, d Deps, in MetricsInput, now time.Time) (Me
 	// The shortest step whose answer fits the budget. Past minBuckets
 	// buckets a series is not made coarser: the disks' series are left
 	// out instead, the least full first, and their trends stay in disks.
-	var dropped []string
+	var dropped, hidden []string
 	for i := 0; ; {
 		step := cands[i]
 		rows, err := history(step)
 		if err != nil {
 			return MetricsOutput{}, err
 		}
-		o := buildMetrics(out, rows, asked, dropped, live, step, since, now)
+		o := buildMetrics(out, rows, asked, dropped, hidden, live, step, since, now)
 		b, err := json.Marshal(o)
 		if err != nil {
 			return MetricsOutput{}, err
@@ -221,17 +220,33 @@ func getMetrics(ctx context.Context, d Deps, in MetricsInput, now time.Time) (Me
 			i++
 			continue
 		}
-		least := ""
-		for _, m := range asked {
-			if strings.HasPrefix(m, "disk:") && !slices.Contains(dropped, m) && (least == "" || diskUse(o, m) < diskUse(o, least)) {
+		// The disk that matters least: its series first, then (with
+		// mounts of extraordinary length) its trend.
+		least, trend := "", len(dropped) == len(disksOf(asked))
+		for _, m := range disksOf(asked) {
+			if slices.Contains(dropped, m) == trend && !slices.Contains(hidden, m) && (least == "" || diskUse(o, m) < diskUse(o, least)) {
 				least = m
 			}
 		}
-		if least == "" {
+		switch {
+		case least == "":
 			return o, nil // cpu, memory and load alone are far below the budget
+		case trend:
+			hidden = append(hidden, least)
+		default:
+			dropped = append(dropped, least)
 		}
-		dropped = append(dropped, least)
 	}
+}
+
+func disksOf(metrics []string) []string {
+	var out []string
+	for _, m := range metrics {
+		if strings.HasPrefix(m, "disk:") {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // diskUse is how full the answer says a disk is.
@@ -245,7 +260,7 @@ func diskUse(o MetricsOutput, metric string) float64 {
 }
 
 // buildMetrics fills the series and disks of out from rows, bucketed by step.
-func buildMetrics(out MetricsOutput, rows []store.MetricPoint, asked, dropped []string, live map[string]float64, step, since time.Duration, now time.Time) MetricsOutput {
+func buildMetrics(out MetricsOutput, rows []store.MetricPoint, asked, dropped, hidden []string, live map[string]float64, step, since time.Duration, now time.Time) MetricsOutput {
 	from := now.Add(-since).Truncate(step)
 	out.From, out.Step = metricTime(from), human(step)
 	by := map[string]map[int64]*store.MetricPoint{}
@@ -272,16 +287,20 @@ func buildMetrics(out MetricsOutput, rows []store.MetricPoint, asked, dropped []
 		}
 		sort.Slice(pts, func(i, j int) bool { return pts[i].At.Before(pts[j].At) })
 		sv := summarize(name, pts, live, step)
-		if strings.HasPrefix(name, "disk:") {
+		if strings.HasPrefix(name, "disk:") && !slices.Contains(hidden, name) {
 			out.Disks = append(out.Disks, diskTrend(name, sv, len(pts), now))
 		}
 		if !slices.Contains(dropped, name) {
 			out.Series = append(out.Series, sv)
 		}
 	}
-	if len(dropped) > 0 {
+	switch {
+	case len(hidden) > 0:
+		out.Note = fmt.Sprintf("the series of %d disks are left out to keep the answer short, and %d of them are left out of disks too: %s; ask for them with metrics",
+			len(dropped), len(hidden), someOf(hidden))
+	case len(dropped) > 0:
 		out.Note = fmt.Sprintf("the series of %d disks are left out to keep the answer short (their trends are in disks): %s; ask for them with metrics",
-			len(dropped), strings.Join(dropped, ", "))
+			len(dropped), someOf(dropped))
 	}
 	return out
 }
@@ -452,3 +471,17 @@ func round(v, digits float64) float64 {
 
 // metricTime is a bucket's or an answer's time, in UTC.
 func metricTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// someOf names the first of names, up to about a thousand characters,
+// and counts the rest.
+func someOf(names []string) string {
+	n, size := 0, 0
+	for n < len(names) && (n == 0 || size+len(names[n]) <= 1000) {
+		size += len(names[n]) + 2
+		n++
+	}
+	if n == len(names) {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
+}

@@ -19,17 +19,14 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
-// fillHistory writes a server's history as the fleet would have: quarter
-// hours from a week (or a day) before now to a day before, minutes for the
-// last day, each metric's value from value at the bucket's start.
-func fillHistory(t testing.TB, st store.Store, server string, now time.Time, week bool, metrics []string, value func(metric string, at time.Time) float64) {
+// fillHistory writes span of a server's history as the fleet would have:
+// quarter hours up to a day before now, minutes for the last day, each
+// metric's value from value at the bucket's start.
+func fillHistory(t testing.TB, st store.Store, server string, now time.Time, span time.Duration, metrics []string, value func(metric string, at time.Time) float64) {
 	t.Helper()
 	ctx := context.Background()
 	keep := store.DefaultMetricRetention
-	start := now.Add(-keep.Raw).Truncate(store.MetricStep)
-	if week {
-		start = now.Add(-keep.Rollup).Truncate(store.MetricRollupStep)
-	}
+	start := now.Add(-span).Truncate(store.MetricRollupStep)
 	var batch []store.MetricPoint
 	for at := start; at.Before(now.Truncate(store.MetricStep)); {
 		step, n := store.MetricStep, 1
@@ -107,7 +104,7 @@ func TestGetMetricsTrendsAndFullIn(t *testing.T) {
 	e := newEnv(t, DefaultGuardConfig())
 	now := time.Now()
 	connectWithDisks(e.fleet, "web-1", 20, 70, map[string]float64{"/": 30, "/var": 60})
-	fillHistory(t, e.st, "web-1", now, false, []string{"cpu", "memory", "load", "disk:/", "disk:/var"}, func(m string, at time.Time) float64 {
+	fillHistory(t, e.st, "web-1", now, 24*time.Hour, []string{"cpu", "memory", "load", "disk:/", "disk:/var"}, func(m string, at time.Time) float64 {
 		h := now.Sub(at).Hours() // hours ago
 		switch m {
 		case "cpu":
@@ -175,7 +172,7 @@ func TestGetMetricsFitsTheBudget(t *testing.T) {
 		metrics = append(metrics, "disk:"+m)
 	}
 	connectWithDisks(e.fleet, "db-1", 50, 50, disks)
-	fillHistory(t, e.st, "db-1", now, true, metrics, func(m string, at time.Time) float64 {
+	fillHistory(t, e.st, "db-1", now, 7*24*time.Hour, metrics, func(m string, at time.Time) float64 {
 		return 40 + 30*math.Sin(float64(at.Unix())/3600) // noisy enough that no value repeats
 	})
 	cs := e.client(t, e.token)
@@ -213,12 +210,37 @@ func TestGetMetricsFitsTheBudget(t *testing.T) {
 	}
 }
 
+// TestGetMetricsLongMounts: 32 disks whose mount points are a thousand
+// characters long (the most an agent may send) still answer within the
+// budget: their series, then their trends are left out, and the note
+// counts them.
+func TestGetMetricsLongMounts(t *testing.T) {
+	e := newEnv(t, DefaultGuardConfig())
+	now := time.Now()
+	disks := map[string]float64{}
+	metrics := []string{"cpu", "memory", "load"}
+	for i := range 32 {
+		m := fmt.Sprintf("/%s%02d", strings.Repeat("m", 1000), i)
+		disks[m] = float64(i)
+		metrics = append(metrics, "disk:"+m)
+	}
+	connectWithDisks(e.fleet, "web-1", 10, 10, disks)
+	fillHistory(t, e.st, "web-1", now, 20*time.Minute, metrics, func(string, time.Time) float64 { return 10 })
+	res, out, text, structured := callMetrics(t, e.client(t, e.token), map[string]any{"target": "web-1"})
+	if res.IsError || text > 16_000 || structured > 16_000 {
+		t.Fatalf("error %v; %d characters of text and %d structured; want an answer within 16,000", res.IsError, text, structured)
+	}
+	if len(out.Series) != 3 || !strings.Contains(out.Note, "the series of 32 disks are left out") || !strings.Contains(out.Note, "left out of disks too") {
+		t.Errorf("%d series, %d disks, note %.200q…; want cpu, memory and load, and the note to count the disks left out", len(out.Series), len(out.Disks), out.Note)
+	}
+}
+
 // TestGetMetricsRefusesBadInput: each mistake is an error that says what
 // to do, without structured content.
 func TestGetMetricsRefusesBadInput(t *testing.T) {
 	e := newEnv(t, DefaultGuardConfig())
 	connectWithDisks(e.fleet, "web-1", 10, 10, map[string]float64{"/var": 10})
-	fillHistory(t, e.st, "web-1", time.Now(), false, []string{"cpu", "disk:/var"}, func(string, time.Time) float64 { return 10 })
+	fillHistory(t, e.st, "web-1", time.Now(), time.Hour, []string{"cpu", "disk:/var"}, func(string, time.Time) float64 { return 10 })
 	cs := e.client(t, e.token)
 	for _, c := range []struct {
 		args map[string]any
@@ -281,7 +303,7 @@ func BenchmarkGetMetricsWeek(b *testing.B) {
 	now := time.Now()
 	disks := map[string]float64{"/": 40, "/var": 60, "/home": 20, "/srv": 80}
 	metrics := []string{"cpu", "memory", "load", "disk:/", "disk:/var", "disk:/home", "disk:/srv"}
-	fillHistory(b, st, "web-1", now, true, metrics, func(m string, at time.Time) float64 { return 40 + 30*math.Sin(float64(at.Unix())/3600) })
+	fillHistory(b, st, "web-1", now, 7*24*time.Hour, metrics, func(m string, at time.Time) float64 { return 40 + 30*math.Sin(float64(at.Unix())/3600) })
 	connectWithDisks(fl, "web-1", 20, 50, disks)
 	s := NewServer(Deps{Fleet: fl, Store: st, Logger: logger}, store.ScopeRead)
 	ct, sst := mcp.NewInMemoryTransports()
