@@ -176,7 +176,7 @@ func getMetrics(ctx context.Context, d Deps, in MetricsInput, now time.Time) (Me
 		asked = nil
 		for _, m := range in.Metrics {
 			if !known[m] {
-				return MetricsOutput{}, fmt.Errorf("unknown metric %q for %s; its metrics: %s", m, srv.Name, strings.Join(names, ", "))
+				return MetricsOutput{}, fmt.Errorf("unknown metric %q for %s; its metrics: %s", m, srv.Name, someOf(names))
 			}
 			if !slices.Contains(asked, m) {
 				asked = append(asked, m)
@@ -190,8 +190,8 @@ func getMetrics(ctx context.Context, d Deps, in MetricsInput, now time.Time) (Me
 	out := MetricsOutput{Target: srv.Name, Since: sinceText, To: metricTime(now), Series: []SeriesView{}, Disks: []DiskTrendView{}}
 	if len(rows) == 0 {
 		out.Step, out.From = human(cands[0]), metricTime(now.Add(-since).Truncate(cands[0]))
-		out.Note = fmt.Sprintf("no metric history of %s in this window yet: the coordinator keeps a minute once it has passed and the agent has sent a sample in it; "+
-			"ask again in a few minutes, or with a longer since (the server is %s)", srv.Name, srv.Status())
+		out.Note = fmt.Sprintf("no metric history of %s in this window: samples appear within seconds of its agent sending CPU, memory or disk figures; "+
+			"ask again shortly, or with a longer since (the server is %s)", srv.Name, srv.Status())
 		return out, nil
 	}
 	budget := metricsBudget
