@@ -58,7 +58,7 @@ func TestStateSurvivesRestartAndStaleStreamsAreIgnored(t *testing.T) {
 // min avg max", the buckets of a metric joined by "; ".
 func history(t *testing.T, st store.Store, server string) map[string]string {
 	t.Helper()
-	ps, err := st.MetricHistory(context.Background(), server, store.MetricStep, time.Time{})
+	ps, err := st.MetricHistory(context.Background(), server, store.MetricStep, time.Time{}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestMetricHistoryKeepsMinutes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	raw, _ := st.MetricHistory(ctx, "web-1", store.MetricStep, time.Time{})
+	raw, _ := st.MetricHistory(ctx, "web-1", store.MetricStep, time.Time{}, 0)
 	if oldest := raw[0].At; c.t.Sub(oldest) > keep.Raw+store.MetricStep {
 		t.Errorf("oldest minute %s at %s; want at most %s kept", oldest, c.t, keep.Raw)
 	}

@@ -146,12 +146,12 @@ func getMetrics(ctx context.Context, d Deps, in MetricsInput, now time.Time) (Me
 		if step%store.MetricRollupStep == 0 {
 			res = store.MetricRollupStep
 		}
-		from := now.Add(-since).Truncate(step)
+		from := floorTo(now.Add(-since), step)
 		key := [2]int64{int64(res), from.UnixMilli()}
 		if rows, ok := read[key]; ok {
 			return rows, nil
 		}
-		rows, err := d.Store.MetricHistory(ctx, srv.Name, res, from)
+		rows, err := d.Store.MetricHistory(ctx, srv.Name, res, from, step)
 		if err != nil {
 			return nil, fmt.Errorf("read the metric history of %s: %w", srv.Name, err)
 		}
@@ -189,7 +189,7 @@ func getMetrics(ctx context.Context, d Deps, in MetricsInput, now time.Time) (Me
 	}
 	out := MetricsOutput{Target: srv.Name, Since: sinceText, To: metricTime(now), Series: []SeriesView{}, Disks: []DiskTrendView{}}
 	if len(rows) == 0 {
-		out.Step, out.From = human(cands[0]), metricTime(now.Add(-since).Truncate(cands[0]))
+		out.Step, out.From = human(cands[0]), metricTime(floorTo(now.Add(-since), cands[0]))
 		out.Note = fmt.Sprintf("no metric history of %s in this window: samples appear within seconds of its agent sending CPU, memory or disk figures; "+
 			"ask again shortly, or with a longer since (the server is %s)", srv.Name, srv.Status())
 		return out, nil
@@ -261,14 +261,14 @@ func diskUse(o MetricsOutput, metric string) float64 {
 
 // buildMetrics fills the series and disks of out from rows, bucketed by step.
 func buildMetrics(out MetricsOutput, rows []store.MetricPoint, asked, dropped, hidden []string, live map[string]float64, step, since time.Duration, now time.Time) MetricsOutput {
-	from := now.Add(-since).Truncate(step)
+	from := floorTo(now.Add(-since), step)
 	out.From, out.Step = metricTime(from), human(step)
 	by := map[string]map[int64]*store.MetricPoint{}
 	for _, p := range rows {
 		if p.At.Before(from) {
 			continue
 		}
-		b := p.At.Truncate(step).UnixMilli()
+		b := floorTo(p.At, step).UnixMilli()
 		m := by[p.Metric]
 		if m == nil {
 			m = map[int64]*store.MetricPoint{}
@@ -467,6 +467,14 @@ func human(d time.Duration) string {
 func round(v, digits float64) float64 {
 	p := math.Pow(10, digits)
 	return math.Round(v*p) / p
+}
+
+// floorTo is the start of the bucket of length step that holds t, aligned
+// to the Unix epoch as the store's buckets are (time.Truncate aligns to
+// year 1, which differs for steps of several days).
+func floorTo(t time.Time, step time.Duration) time.Time {
+	ms := t.UnixMilli()
+	return time.UnixMilli(ms - ms%step.Milliseconds()).UTC()
 }
 
 // metricTime is a bucket's or an answer's time, in UTC.

@@ -38,7 +38,7 @@ func TestMetricBucketsMergeAtBothResolutions(t *testing.T) {
 	if err := s.AppendMetrics(ctx, []MetricPoint{minute("web-1", "cpu", 29, 100)}, t0.Add(30*time.Minute), DefaultMetricRetention); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := s.MetricHistory(ctx, "web-1", MetricStep, t0)
+	raw, err := s.MetricHistory(ctx, "web-1", MetricStep, t0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestMetricBucketsMergeAtBothResolutions(t *testing.T) {
 	if last.Metric != "cpu" || !last.At.Equal(t0.Add(29*time.Minute)) || last.N != 3 || last.Min != 29 || last.Max != 100 || last.Avg() != (29+30+100)/3.0 {
 		t.Errorf("minute 29 of cpu = %+v; want 3 samples 29, 30 and 100 merged", last)
 	}
-	roll, err := s.MetricHistory(ctx, "web-1", MetricRollupStep, t0)
+	roll, err := s.MetricHistory(ctx, "web-1", MetricRollupStep, t0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +74,26 @@ func TestMetricBucketsMergeAtBothResolutions(t *testing.T) {
 			t.Errorf("rollup %d = %+v (avg %v); want %+v", i, g, g.Avg(), w)
 		}
 	}
-	if _, err := s.MetricHistory(ctx, "web-1", 5*time.Minute, t0); err == nil {
+	if _, err := s.MetricHistory(ctx, "web-1", 5*time.Minute, t0, 0); err == nil {
 		t.Error("MetricHistory with a step that is not kept: no error")
+	}
+	if _, err := s.MetricHistory(ctx, "web-1", MetricRollupStep, t0, 20*time.Minute); err == nil {
+		t.Error("MetricHistory merging quarter hours into 20 minutes: no error")
+	}
+	// Merged into ten minutes as it is read.
+	ten, err := s.MetricHistory(ctx, "web-1", MetricStep, t0.Add(5*time.Minute), 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range ten {
+		if p.Metric == "cpu" {
+			got = append(got, fmt.Sprintf("%s %d %g %g %g", p.At.Format("15:04"), p.N, p.Min, p.Avg(), p.Max))
+		}
+	}
+	// 00:00 holds minutes 5–9 only (since is 00:05); 00:20 also the 100.
+	if want := []string{"00:00 10 5 7.5 10", "00:10 20 10 15 20", fmt.Sprintf("00:20 21 20 %g 100", 600/21.0)}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("cpu in ten-minute buckets %q; want %q", got, want)
 	}
 }
 
@@ -98,7 +116,7 @@ func TestMetricRetentionPrunesByAge(t *testing.T) {
 		for _, r := range []struct {
 			step, keep time.Duration
 		}{{MetricStep, keep.Raw}, {MetricRollupStep, keep.Rollup}} {
-			got, err := s.MetricHistory(ctx, "web-1", r.step, time.Time{})
+			got, err := s.MetricHistory(ctx, "web-1", r.step, time.Time{}, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,7 +133,7 @@ func TestMetricRetentionPrunesByAge(t *testing.T) {
 		}
 	}
 	for _, step := range []time.Duration{MetricStep, MetricRollupStep} {
-		if got, _ := s.MetricHistory(ctx, "gone", step, time.Time{}); len(got) != 0 {
+		if got, _ := s.MetricHistory(ctx, "gone", step, time.Time{}, 0); len(got) != 0 {
 			t.Errorf("a server gone for eight hours still has %d buckets of %s", len(got), step)
 		}
 	}
@@ -131,11 +149,11 @@ func TestAppendMetricsSkipsOnlyTheBadPoint(t *testing.T) {
 		t.Errorf("AppendMetrics = %v; want b's sample named", err)
 	}
 	for _, srv := range []string{"a", "c"} {
-		if m, _ := s.MetricHistory(ctx, srv, MetricStep, t0); len(m) != 1 {
+		if m, _ := s.MetricHistory(ctx, srv, MetricStep, t0, 0); len(m) != 1 {
 			t.Errorf("%s has %d buckets; want 1", srv, len(m))
 		}
 	}
-	if m, _ := s.MetricHistory(ctx, "b", MetricStep, t0); len(m) != 0 {
+	if m, _ := s.MetricHistory(ctx, "b", MetricStep, t0, 0); len(m) != 0 {
 		t.Errorf("b has %d buckets; want none", len(m))
 	}
 }
@@ -171,7 +189,7 @@ func TestMetricSamplesBecomeBuckets(t *testing.T) {
 	db.Close()
 
 	s := open(t, dir)
-	raw, err := s.MetricHistory(ctx, "web-1", MetricStep, t0)
+	raw, err := s.MetricHistory(ctx, "web-1", MetricStep, t0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +199,7 @@ func TestMetricSamplesBecomeBuckets(t *testing.T) {
 	if p := raw[0]; p.Metric != "cpu" || !p.At.Equal(t0.Add(10*time.Minute)) || p.N != 2 || p.Min != 0 || p.Max != 1 {
 		t.Errorf("first bucket %+v; want cpu at 00:10 from samples 0 and 1, the +Inf left out", p)
 	}
-	roll, _ := s.MetricHistory(ctx, "web-1", MetricRollupStep, t0)
+	roll, _ := s.MetricHistory(ctx, "web-1", MetricRollupStep, t0, 0)
 	got := map[string]string{}
 	for _, p := range roll {
 		got[p.Metric+"@"+p.At.Format("15:04")] = fmt.Sprintf("%d %g %g %g", p.N, p.Min, p.Avg(), p.Max)

@@ -53,9 +53,10 @@ type Store interface {
 	// (ErrNotFinite) names it.
 	AppendMetrics(ctx context.Context, points []MetricPoint, now time.Time, keep MetricRetention) error
 	// MetricHistory returns a server's buckets of one resolution (MetricStep
-	// or MetricRollupStep) that start at or after since, oldest first;
-	// rows that fail Check are left out.
-	MetricHistory(ctx context.Context, server string, step time.Duration, since time.Time) ([]MetricPoint, error)
+	// or MetricRollupStep) that start at or after since, oldest first,
+	// merged into buckets of every (a whole number of steps, aligned to the
+	// Unix epoch; 0: as kept); buckets that fail Check are left out.
+	MetricHistory(ctx context.Context, server string, step time.Duration, since time.Time, every time.Duration) ([]MetricPoint, error)
 
 	// CreateToken records an MCP token by its hash; ErrExists when the name is taken.
 	CreateToken(ctx context.Context, t Token) error
