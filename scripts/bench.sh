@@ -290,7 +290,8 @@ if go test -c -o "$tmp/graph.test" ./coordinator/internal/graph >"$tmp/graph-bui
     -gobench "$tmp/graph.test|$ROOT/coordinator/internal/graph|^Benchmark(Incidents|IncidentReport|BlastRadius|New|Topology)\$|graph work only, on 10,000 targets and 30,000 links (IncidentReport: New + the report with 25 at-risk each, the tool's graph path; aim under 20 ms)"
     -gobench "$tmp/mcp.test|$ROOT/coordinator/internal/mcpserver|^BenchmarkTools\$|a whole tool call over an in-memory MCP session on 10,000 targets and 30,000 links: graph, report, the SDK's JSON and schema validation, the client's decoding (steady: graph reused; cold: built anew); aim under 20 ms"
     -gobench "$tmp/mcp.test|$ROOT/coordinator/internal/mcpserver|^BenchmarkListServers\$|list_servers' whole path over an in-memory MCP session on 10,000 servers with the state simulated agents send: a page of 200 without arguments, filtered by district, status or name, the last page, and a page of 1000"
-    -gobench "$tmp/store.test|$ROOT/coordinator/internal/store|^BenchmarkAppendMetricsFullHistory\$|one flush's metric samples of 200 servers whose history is full (4,320 samples each), pruning included, in the embedded store"
+    -gobench "$tmp/store.test|$ROOT/coordinator/internal/store|^BenchmarkAppendMetricsFullHistory\$|one minute's metric buckets of 200 servers (cpu, memory, load, two disks) whose history is full (a day of minutes and a week of quarter hours), pruning included, in the embedded store"
+    -gobench "$tmp/mcp.test|$ROOT/coordinator/internal/mcpserver|^BenchmarkGetMetricsWeek\$|get_metrics' whole path over an in-memory MCP session for one server with a full week of history (cpu, memory, load, four disks) in the embedded store: the default hour, a day, the week"
   )
 else
   cat "$tmp/graph-build.log" >&2

@@ -45,8 +45,8 @@ func TestTypeScriptClient(t *testing.T) {
 	json.Unmarshal([]byte(readOut), &read)
 
 	const (
-		allTools  = "diagnose,get_topology,incident_report,list_resources,list_runbooks,list_servers,run_command,security_findings,wait_for_command"
-		readTools = "diagnose,get_topology,incident_report,list_resources,list_runbooks,list_servers,security_findings"
+		allTools  = "diagnose,get_metrics,get_topology,incident_report,list_resources,list_runbooks,list_servers,run_command,security_findings,wait_for_command"
+		readTools = "diagnose,get_metrics,get_topology,incident_report,list_resources,list_runbooks,list_servers,security_findings"
 		readRes   = "gridcity://servers,gridcity://topology,gridcity://incidents,gridcity://servers/{name}"
 		prompts   = "triage_incident,review_security"
 	)

@@ -404,7 +404,7 @@ func TestStdioBridgeCoordinatorDownAndBack(t *testing.T) {
 	sc := startBridge(t, bridgeConfig{Endpoint: c.endpoint(), Token: operateToken})
 
 	// Down at start: the tools are listed anyway, and a call says why it fails.
-	if got := toolNames(t, sc.ClientSession); got != "diagnose,get_topology,incident_report,list_resources,list_runbooks,list_servers,run_command,security_findings,wait_for_command" {
+	if got := toolNames(t, sc.ClientSession); got != "diagnose,get_metrics,get_topology,incident_report,list_resources,list_runbooks,list_servers,run_command,security_findings,wait_for_command" {
 		t.Errorf("with the coordinator down, tools %s", got)
 	}
 	notAnswering := "the coordinator at " + c.endpoint() + " is not answering: is `gridcity serve` running?"
@@ -458,7 +458,7 @@ func TestStdioBridgeListChangesWhenTheCoordinatorAnswers(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no tools/list_changed notification")
 	}
-	if got := toolNames(t, sc.ClientSession); got != "diagnose,get_topology,incident_report,list_resources,list_runbooks,list_servers,security_findings" {
+	if got := toolNames(t, sc.ClientSession); got != "diagnose,get_metrics,get_topology,incident_report,list_resources,list_runbooks,list_servers,security_findings" {
 		t.Errorf("once the coordinator answers, a read token lists %s", got)
 	}
 }

@@ -106,7 +106,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	fl, err := fleet.New(ctx, st, logger)
+	fl, err := fleet.New(ctx, st, logger, fleet.WithMetricRetention(store.MetricRetention{Raw: cfg.Metrics.Raw, Rollup: cfg.Metrics.Rollup}))
 	if err != nil {
 		return fmt.Errorf("load fleet: %w", err)
 	}

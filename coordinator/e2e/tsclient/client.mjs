@@ -275,6 +275,7 @@ const RENDERED_TEXT = {
 // required inputs fails the run until it is added here: every tool is called.
 const TOOL_ARGS = {
     diagnose: () => ({ target: opts['expect-server'] }),
+    get_metrics: () => ({ target: opts['expect-server'] }),
     run_command: () => ({
         server: opts['expect-server'],
         command: opts['run-command'],

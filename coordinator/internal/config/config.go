@@ -41,6 +41,8 @@ type Config struct {
 	// Collect sets how often the agents sample each tier of facts.
 	Collect  CollectIntervals
 	Runbooks []Runbook
+	// Metrics says how long the metric history is kept.
+	Metrics MetricsRetention
 
 	file  string         // the name given to Parse, for messages
 	lines map[string]int // field path (resources[2].target) → line, for messages
@@ -95,6 +97,25 @@ var (
 	MinCollect     = CollectIntervals{Fast: time.Second, Medium: 2 * time.Second, Slow: 10 * time.Second, Updates: time.Minute}
 )
 
+// MetricsRetention is how long the coordinator keeps each resolution of
+// its servers' metric history (get_metrics): one-minute buckets for Raw,
+// quarter-hour buckets for Rollup. Per server and metric that is Raw/1m +
+// Rollup/15m rows: 2,112 at the defaults.
+type MetricsRetention struct {
+	Raw, Rollup time.Duration
+}
+
+// The default retention (a day at one minute, a week at a quarter hour),
+// and its bounds: at least an hour at one minute, so that get_metrics'
+// default window is whole; the rollup at least as long as the minutes; at
+// most a month of minutes and a year of quarter hours, which bound the
+// store's size.
+var (
+	DefaultMetrics = MetricsRetention{Raw: 24 * time.Hour, Rollup: 7 * 24 * time.Hour}
+	MinMetricsRaw  = time.Hour
+	MaxMetrics     = MetricsRetention{Raw: 31 * 24 * time.Hour, Rollup: 366 * 24 * time.Hour}
+)
+
 // Runbook is a named command an operator (or a model, through run_command
 // and its approval) may run on the targets it matches.
 type Runbook struct {
@@ -108,7 +129,7 @@ type Runbook struct {
 // Default is an empty configuration with the probe defaults: what the
 // coordinator runs with when no --config is given.
 func Default() *Config {
-	return &Config{Collect: DefaultCollect, Probes: ProbeDefaults{
+	return &Config{Collect: DefaultCollect, Metrics: DefaultMetrics, Probes: ProbeDefaults{
 		Interval:               DefaultInterval,
 		Timeout:                DefaultTimeout,
 		FailuresBeforeTroubled: DefaultFailuresBeforeTroubled,

@@ -44,7 +44,7 @@ func TestProblems(t *testing.T) {
 			`c.yaml:7: a resource: unknown key "color" (known keys: id, name, kind, engine, target, probeFrom, interval, timeout)`,
 		}},
 		{"unknown top-level key", "resource: []\n", nil, []string{
-			`c.yaml:1: config: unknown key "resource"; did you mean "resources"? (known keys: districts, resources, links, probes, runbooks, collect)`,
+			`c.yaml:1: config: unknown key "resource"; did you mean "resources"? (known keys: districts, resources, links, probes, runbooks, collect, metrics)`,
 		}},
 		{"links", res + "links:\n  - {from: web-1, to: orders-dbb}\n  - {from: web-3, to: orders-db}\n  - {from: web-1, to: web-1}\n  - {from: web-1}\n  - {from: web-2,\n     to: orders-db}\n", servers, []string{
 			`c.yaml:7: link from "web-1" to "orders-dbb": unknown target "orders-dbb" (did you mean "orders-db"?); ` + known,
@@ -201,11 +201,25 @@ func TestProblems(t *testing.T) {
 		{"collect too fast", "collect:\n  fast: 100ms\n  medium: 1m\n", nil, []string{
 			`c.yaml:2: collect.fast 100ms is too short; use 1s or more`,
 		}},
+		{"metrics retention", "metrics:\n  raw: 30m\n  rollup: 1y\n", nil, []string{
+			`c.yaml:2: metrics.raw 30m0s is too short; keep 1h0m0s or more of one-minute history (the default is 24h0m0s)`,
+			`c.yaml:3: metrics.rollup: "1y" is not a duration; write a number with a unit, like 15s, 500ms or 1m30s`,
+		}},
+		{"metrics rollup shorter than raw", "metrics: {raw: 48h, rollup: 24h}\n", nil, []string{
+			`c.yaml:1: metrics.rollup 24h0m0s is shorter than metrics.raw 48h0m0s; keep the quarter hours at least as long as the minutes`,
+		}},
+		{"metrics keys", "metrics: {raw: 48h, keep: 1h}\n", nil, []string{
+			`c.yaml:1: metrics: unknown key "keep" (known keys: raw, rollup)`,
+		}},
+		{"metrics too long", "metrics:\n  raw: 1000h\n  rollup: 9000h\n", nil, []string{
+			`c.yaml:2: metrics.raw 1000h0m0s is too long; keep at most 744h0m0s of one-minute history, and longer at quarter hours with metrics.rollup`,
+			`c.yaml:3: metrics.rollup 9000h0m0s is too long; keep at most 8784h0m0s of quarter-hour history`,
+		}},
 		{"sections of the wrong type", "resources: {id: a}\nlinks: nope\nprobes: [1]\nextra: 1\n", nil, []string{
 			`c.yaml:1: resources: want a list of resources ({id, kind, engine, target}), got a mapping`,
 			`c.yaml:2: links: want a list of links ({from: USER, to: USED}), got "nope"`,
 			`c.yaml:3: probes: want a mapping (key: value lines), got a list`,
-			`c.yaml:4: config: unknown key "extra" (known keys: districts, resources, links, probes, runbooks, collect)`,
+			`c.yaml:4: config: unknown key "extra" (known keys: districts, resources, links, probes, runbooks, collect, metrics)`,
 		}},
 		{"not a mapping", "- a\n", nil, []string{
 			`c.yaml:1: config: want a mapping (key: value lines), got a list`,
@@ -223,7 +237,7 @@ func TestProblems(t *testing.T) {
 			`c.yaml:9: a second YAML document (after ---); the config is one document`,
 		}},
 		{"merge keys", "base: &b {kind: probe}\n", nil, []string{
-			`c.yaml:1: config: unknown key "base" (known keys: districts, resources, links, probes, runbooks, collect)`,
+			`c.yaml:1: config: unknown key "base" (known keys: districts, resources, links, probes, runbooks, collect, metrics)`,
 		}},
 		{"merge key (its line keeps only the problem of shape)", "resources:\n  - {id: a, kind: probe, engine: dns, target: a.com}\n  - {<<: {kind: probe}, id: b, engine: dns, target: a.com}\n", nil, []string{
 			`c.yaml:3: a resource: merge keys (<<) are not supported; write the keys out`,
@@ -258,6 +272,7 @@ func contract() *Config {
 		},
 		Probes:  ProbeDefaults{Interval: 15 * time.Second, Timeout: 5 * time.Second, FailuresBeforeTroubled: 2},
 		Collect: DefaultCollect,
+		Metrics: DefaultMetrics,
 		Runbooks: []Runbook{{Name: "restart-postgres", Description: "Restart PostgreSQL on a database server",
 			Command: "systemctl restart postgresql", Match: map[string]string{"engine": "postgres"}, Line: 28}},
 	}

@@ -231,7 +231,8 @@ func (d *decoder) boolean(n *yaml.Node, path, what string, dst *bool) {
 }
 
 var (
-	rootKeys     = []string{"districts", "resources", "links", "probes", "runbooks", "collect"}
+	rootKeys     = []string{"districts", "resources", "links", "probes", "runbooks", "collect", "metrics"}
+	metricsKeys  = []string{"raw", "rollup"}
 	collectKeys  = []string{"fast", "medium", "slow", "updates"}
 	districtKeys = []string{"id", "name", "members"}
 	resourceKeys = []string{"id", "name", "kind", "engine", "target", "probeFrom", "interval", "timeout"}
@@ -267,6 +268,11 @@ func (d *decoder) root(n *yaml.Node, c *Config) {
 			d.mapping(v, "collect", collectKeys, func(key string, v *yaml.Node) {
 				dst := map[string]*time.Duration{"fast": &c.Collect.Fast, "medium": &c.Collect.Medium, "slow": &c.Collect.Slow, "updates": &c.Collect.Updates}[key]
 				d.duration(v, "collect."+key, "collect."+key, dst)
+			})
+		case "metrics":
+			d.mapping(v, "metrics", metricsKeys, func(key string, v *yaml.Node) {
+				dst := map[string]*time.Duration{"raw": &c.Metrics.Raw, "rollup": &c.Metrics.Rollup}[key]
+				d.duration(v, "metrics."+key, "metrics."+key, dst)
 			})
 		case "runbooks":
 			d.sequence(v, "runbooks", "runbooks ({name, command, match})", func(i int, item *yaml.Node) {

@@ -59,6 +59,7 @@ func (c *Config) validate(servers []string) *Error {
 	v.resources()
 	v.probes()
 	v.collect()
+	v.metrics()
 	v.links()
 	v.districts()
 	v.runbooks()
@@ -230,6 +231,22 @@ func (v *validator) collect() {
 		if x.got < x.min {
 			v.problem(c.line("collect."+x.key, 0), "collect.%s %s is too short; use %s or more", x.key, x.got, x.min)
 		}
+	}
+}
+
+func (v *validator) metrics() {
+	c, m := v.c, v.c.Metrics
+	switch {
+	case m.Raw < MinMetricsRaw:
+		v.problem(c.line("metrics.raw", 0), "metrics.raw %s is too short; keep %s or more of one-minute history (the default is %s)", m.Raw, MinMetricsRaw, DefaultMetrics.Raw)
+	case m.Raw > MaxMetrics.Raw:
+		v.problem(c.line("metrics.raw", 0), "metrics.raw %s is too long; keep at most %s of one-minute history, and longer at quarter hours with metrics.rollup", m.Raw, MaxMetrics.Raw)
+	}
+	switch {
+	case m.Rollup < m.Raw && m.Raw >= MinMetricsRaw:
+		v.problem(c.line("metrics.rollup", c.line("metrics.raw", 0)), "metrics.rollup %s is shorter than metrics.raw %s; keep the quarter hours at least as long as the minutes", m.Rollup, m.Raw)
+	case m.Rollup > MaxMetrics.Rollup:
+		v.problem(c.line("metrics.rollup", 0), "metrics.rollup %s is too long; keep at most %s of quarter-hour history", m.Rollup, MaxMetrics.Rollup)
 	}
 }
 

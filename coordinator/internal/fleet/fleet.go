@@ -16,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -65,9 +67,10 @@ const SeenWithin = 2 * time.Minute
 // gets: heartbeats alone (no state change) write it again this often.
 const seenRefresh = 30 * time.Second
 
-// MetricHistory is how many samples per server the store keeps (at one
-// sample per flush interval, several hours).
-const MetricHistory = 4320
+// maxHistoryDisks bounds the disks of one server kept in the metric
+// history (the largest by size): a host may report hundreds of mounts,
+// and each costs the history a series.
+const maxHistoryDisks = 32
 
 // Server is a read-only copy of one server's live state.
 type Server struct {
@@ -119,6 +122,11 @@ type server struct {
 	stream uint64
 	dirty  bool
 	sample bool // a new metric sample is due at the next flush
+	// open holds the samples of the current minute, one bucket per
+	// metric, written to the store when the minute has passed: the
+	// history keeps minutes, and a flush every few seconds need not
+	// rewrite them.
+	open []store.MetricPoint
 	// saved is the LastSeen last written to the store.
 	saved time.Time
 	// awaited: the server was most likely online when the coordinator
@@ -147,6 +155,9 @@ type Fleet struct {
 	grace    time.Duration
 	awaiting int
 	inGrace  atomic.Bool
+
+	// keep is how long the store keeps each resolution of the metric history.
+	keep store.MetricRetention
 }
 
 // Option changes a default of New.
@@ -156,6 +167,13 @@ type Option func(*Fleet)
 // servers that were most likely online before it as reconnecting rather
 // than offline (DefaultStartupGrace); 0 turns the grace off.
 func WithStartupGrace(d time.Duration) Option { return func(f *Fleet) { f.grace = d } }
+
+// WithMetricRetention sets how long the metric history is kept at each
+// resolution (store.DefaultMetricRetention).
+func WithMetricRetention(r store.MetricRetention) Option { return func(f *Fleet) { f.keep = r } }
+
+// MetricRetention is how long the metric history is kept at each resolution.
+func (f *Fleet) MetricRetention() store.MetricRetention { return f.keep }
 
 // WithClock makes the fleet read the time from now instead of time.Now.
 func WithClock(now func() time.Time) Option { return func(f *Fleet) { f.now = now } }
@@ -178,7 +196,7 @@ func (f *Fleet) ShapeVersion() uint64 {
 // an open incident (the target of one, or explained by one), which keeps a
 // server that was already down at the stop, and its incident, as they were.
 func New(ctx context.Context, st store.Store, logger *slog.Logger, opts ...Option) (*Fleet, error) {
-	f := &Fleet{store: st, logger: logger, now: time.Now, servers: map[string]*server{}, grace: DefaultStartupGrace}
+	f := &Fleet{store: st, logger: logger, now: time.Now, servers: map[string]*server{}, grace: DefaultStartupGrace, keep: store.DefaultMetricRetention}
 	for _, o := range opts {
 		o(f)
 	}
@@ -210,13 +228,6 @@ func New(ctx context.Context, st store.Store, logger *slog.Logger, opts ...Optio
 			newest = r.LastSeen
 		}
 	}
-	if r, ok := st.(metricRepairer); ok {
-		if n, err := r.DropBadMetrics(ctx); err != nil {
-			logger.Warn("metric history not checked for values that are not numbers", "err", err)
-		} else if n > 0 {
-			logger.Warn("metric history had samples that are not numbers (NaN, ±Inf); dropped", "samples", n)
-		}
-	}
 	if err := f.SyncRevoked(ctx); err != nil {
 		return nil, err
 	}
@@ -239,12 +250,6 @@ func New(ctx context.Context, st store.Store, logger *slog.Logger, opts ...Optio
 			"agents", f.awaiting, "of", len(f.servers), "grace", f.grace, "until", f.started.Add(f.grace))
 	}
 	return f, nil
-}
-
-// metricRepairer is a store that can delete the metric rows an older
-// coordinator wrote without checking them (store.SQLite).
-type metricRepairer interface {
-	DropBadMetrics(ctx context.Context) (int64, error)
 }
 
 // SyncRevoked reads which agents are revoked from the store and marks
@@ -407,7 +412,7 @@ func (f *Fleet) Apply(name string, stream uint64, u *gridcityv1.StateUpdate) {
 	s.LastSeen = f.now()
 	s.Refused, s.RefusedAt = "", time.Time{}
 	s.dirty = true
-	if u.Cpu != nil || u.Memory != nil {
+	if u.Cpu != nil || u.Memory != nil || u.Disks != nil {
 		s.sample = true
 	}
 	if u.GetFull() || u.Host != nil || u.Listeners != nil || u.Connections != nil {
@@ -482,31 +487,34 @@ func shallowState(u *gridcityv1.StateUpdate) *gridcityv1.StateUpdate {
 	return out
 }
 
-// Flush writes every changed server and due metric sample to the store.
-func (f *Fleet) Flush(ctx context.Context) error {
+// Flush writes every changed server and the metric minutes that have
+// passed to the store.
+func (f *Fleet) Flush(ctx context.Context) error { return f.flush(ctx, false) }
+
+// FlushAll writes what Flush does and the minutes still open, as a
+// coordinator that stops does: a minute continued after a restart merges
+// with what was written of it.
+func (f *Fleet) FlushAll(ctx context.Context) error { return f.flush(ctx, true) }
+
+func (f *Fleet) flush(ctx context.Context, all bool) error {
 	f.mu.Lock()
 	var recs []store.ServerRecord
-	var samples []store.MetricSample
+	var points []store.MetricPoint
 	var skipped []error
 	now := f.now()
+	minute := now.Truncate(store.MetricStep)
 	for _, s := range f.servers {
-		// A sample needs every figure it stores: an unknown busy share or
-		// memory (an agent's first sample, a failed collector) stored as 0
-		// would draw a dip to idle in the history.
-		if c := s.State.GetCpu(); s.sample && c != nil && c.BusyPercent != nil && s.State.GetMemory() != nil {
-			m := store.MetricSample{
-				Server: s.Name, At: now,
-				CPUPercent: c.GetBusyPercent(), MemoryPercent: s.State.GetMemory().GetUsedPercent(),
-				Load1: c.GetLoad1(),
-			}
-			// One server's bad sample must not cost the others theirs.
-			if err := m.Check(); err != nil {
-				skipped = append(skipped, err)
-			} else {
-				samples = append(samples, m)
-			}
+		if len(s.open) > 0 && !s.open[0].At.Equal(minute) {
+			points, s.open = append(points, s.open...), nil
 		}
-		s.sample = false
+		if s.sample {
+			// One server's bad sample must not cost the others theirs.
+			skipped = append(skipped, s.addSample(minute)...)
+			s.sample = false
+		}
+		if all && len(s.open) > 0 {
+			points, s.open = append(points, s.open...), nil
+		}
 		if !s.dirty {
 			continue
 		}
@@ -529,10 +537,73 @@ func (f *Fleet) Flush(ctx context.Context) error {
 		f.markDirty(recs)
 		return err
 	}
-	if err := f.store.AppendMetrics(ctx, samples, MetricHistory); err != nil {
+	if err := f.store.AppendMetrics(ctx, points, now, f.keep); err != nil {
 		return err
 	}
 	return errors.Join(skipped...)
+}
+
+// addSample counts the server's current figures into its open minute. A
+// figure that is unknown (an agent's first sample has no busy share, a
+// collector failed) is left out rather than counted as 0, which would draw
+// a dip to idle. The caller holds f.mu.
+func (s *server) addSample(minute time.Time) []error {
+	var bad []error
+	add := func(metric string, v float64) {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			bad = append(bad, fmt.Errorf("metric sample of %s: %s = %v is not a number: %w", s.Name, metric, v, store.ErrNotFinite))
+			return
+		}
+		for i := range s.open {
+			if s.open[i].Metric == metric {
+				s.open[i].Add(v)
+				return
+			}
+		}
+		p := store.MetricPoint{Server: s.Name, Metric: metric, At: minute}
+		p.Add(v)
+		s.open = append(s.open, p)
+	}
+	if c := s.State.GetCpu(); c != nil {
+		if c.BusyPercent != nil {
+			add("cpu", c.GetBusyPercent())
+		}
+		add("load", c.GetLoad1())
+	}
+	if m := s.State.GetMemory(); m != nil {
+		add("memory", m.GetUsedPercent())
+	}
+	for _, d := range historyDisks(s.State.GetDisks().GetItems()) {
+		add("disk:"+d.GetMount(), d.GetUsedPercent())
+	}
+	return bad
+}
+
+// historyDisks are the disks kept in the metric history: those with a
+// size, the largest maxHistoryDisks of them.
+func historyDisks(disks []*gridcityv1.Disk) []*gridcityv1.Disk {
+	out := make([]*gridcityv1.Disk, 0, len(disks))
+	for _, d := range disks {
+		if d.GetTotalBytes() > 0 && d.GetMount() != "" {
+			out = append(out, d)
+		}
+	}
+	if len(out) > maxHistoryDisks {
+		sort.SliceStable(out, func(i, j int) bool { return out[i].GetTotalBytes() > out[j].GetTotalBytes() })
+		out = out[:maxHistoryDisks]
+	}
+	return out
+}
+
+// OpenMetrics returns copies of the server's buckets of the current minute,
+// not yet in the store.
+func (f *Fleet) OpenMetrics(name string) []store.MetricPoint {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if s := f.servers[name]; s != nil {
+		return slices.Clone(s.open)
+	}
+	return nil
 }
 
 func (f *Fleet) markDirty(recs []store.ServerRecord) {
@@ -555,7 +626,7 @@ func (f *Fleet) Run(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			// The parent context is gone; give the last flush its own deadline.
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			if err := f.Flush(fctx); err != nil {
+			if err := f.FlushAll(fctx); err != nil {
 				f.logger.Error("final flush of fleet state failed", "err", err)
 			}
 			cancel()

@@ -2,9 +2,11 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,7 +34,7 @@ func TestStateSurvivesRestartAndStaleStreamsAreIgnored(t *testing.T) {
 		t.Fatalf("got online=%v cores=%d; want the current stream's view: online, 8", s.Online, s.State.GetCpu().GetCores())
 	}
 	f.Apply("web-1", cur, &gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 8, BusyPercent: proto.Float64(55)}})
-	if err := f.Flush(ctx); err != nil {
+	if err := f.FlushAll(ctx); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()
@@ -47,13 +49,33 @@ func TestStateSurvivesRestartAndStaleStreamsAreIgnored(t *testing.T) {
 	if !ok || s.Online || s.State.GetCpu().GetBusyPercent() != 55 || s.State.GetHost().GetOs() != "debian" || s.Hello.GetDistrict() != "shop" {
 		t.Fatalf("after restart got %+v; want web-1 offline with its merged state", s)
 	}
-	if m, _ := st2.Metrics(ctx, "web-1", 10); len(m) != 1 || m[0].CPUPercent != 55 {
-		t.Fatalf("metrics %+v; want one sample at 55%%", m)
+	if m := history(t, st2, "web-1"); m["cpu"] != "1 55 55 55" {
+		t.Fatalf("metrics %+v; want one cpu sample at 55%%", m)
 	}
 }
 
-// TestMetricSampleNeedsKnownValues: an unknown busy share or memory is not
-// stored as 0 in the history (an agent's first sample has no busy share).
+// history is a server's one-minute history by metric, each bucket as "N
+// min avg max", the buckets of a metric joined by "; ".
+func history(t *testing.T, st store.Store, server string) map[string]string {
+	t.Helper()
+	ps, err := st.MetricHistory(context.Background(), server, store.MetricStep, time.Time{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, p := range ps {
+		b := fmt.Sprintf("%d %g %g %g", p.N, p.Min, p.Avg(), p.Max)
+		if out[p.Metric] != "" {
+			b = out[p.Metric] + "; " + b
+		}
+		out[p.Metric] = b
+	}
+	return out
+}
+
+// TestMetricSampleNeedsKnownValues: an unknown busy share is not stored as
+// 0 in the history (an agent's first sample has no busy share); the
+// figures that are known are.
 func TestMetricSampleNeedsKnownValues(t *testing.T) {
 	ctx := context.Background()
 	st, err := store.OpenSQLite(ctx, t.TempDir())
@@ -65,16 +87,82 @@ func TestMetricSampleNeedsKnownValues(t *testing.T) {
 	id := f.Connect(&gridcityv1.Hello{Name: "web-1"})
 	for _, u := range []*gridcityv1.StateUpdate{
 		{Full: true, Cpu: &gridcityv1.CPU{Cores: 8, Load1: 1}, Memory: &gridcityv1.Memory{UsedPercent: 40}}, // first sample: busy unknown
-		{Cpu: &gridcityv1.CPU{Cores: 8, BusyPercent: proto.Float64(30)}},                                    // memory stays known
+		{Cpu: &gridcityv1.CPU{Cores: 8, BusyPercent: proto.Float64(30), Load1: 1}},                          // memory stays known
 	} {
 		f.Apply("web-1", id, u)
 		if err := f.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	m, err := st.Metrics(ctx, "web-1", 10)
-	if err != nil || len(m) != 1 || m[0].CPUPercent != 30 || m[0].MemoryPercent != 40 {
-		t.Fatalf("metrics %+v, %v; want one sample, 30%% cpu and 40%% memory, none with an unknown busy share as 0", m, err)
+	if err := f.FlushAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m := history(t, st, "web-1"); m["cpu"] != "1 30 30 30" || m["memory"] != "2 40 40 40" || m["load"] != "2 1 1 1" {
+		t.Fatalf("history %v; want one cpu sample of 30%% (none with an unknown busy share as 0), two of memory and load", m)
+	}
+}
+
+// TestMetricHistoryKeepsMinutes samples a server every 5 s for three
+// minutes on an injected clock: the store receives each minute once it
+// has passed, as one bucket per metric (cpu, memory, load and each disk,
+// the 32 largest of a host with 40), the minute in progress is readable
+// from the fleet, and the retention given to the fleet is the store's.
+func TestMetricHistoryKeepsMinutes(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.OpenSQLite(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c := &clock{time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}
+	keep := store.MetricRetention{Raw: time.Hour, Rollup: 2 * time.Hour}
+	f, _ := New(ctx, st, slog.New(slog.DiscardHandler), WithClock(c.now), WithMetricRetention(keep))
+	if f.MetricRetention() != keep {
+		t.Fatalf("MetricRetention = %v; want %v", f.MetricRetention(), keep)
+	}
+	id := f.Connect(&gridcityv1.Hello{Name: "web-1"})
+	var disks []*gridcityv1.Disk
+	for i := range 40 {
+		disks = append(disks, &gridcityv1.Disk{Mount: fmt.Sprintf("/d%02d", i), TotalBytes: uint64(1+i) << 30, UsedPercent: 10})
+	}
+	f.Apply("web-1", id, &gridcityv1.StateUpdate{Full: true, Memory: &gridcityv1.Memory{UsedPercent: 40}, Disks: &gridcityv1.Disks{Items: disks}})
+	for i := range 36 { // 10:00:00 to 10:02:55
+		f.Apply("web-1", id, &gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{BusyPercent: proto.Float64(float64(i % 12)), Load1: 2}})
+		if err := f.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		m := history(t, st, "web-1")
+		if minutes := i / 12; strings.Count(m["cpu"], ";")+1 != minutes && minutes > 0 {
+			t.Fatalf("at %s the store holds cpu %q; want the %d minutes passed", c.t.Format("15:04:05"), m["cpu"], minutes)
+		}
+		c.t = c.t.Add(5 * time.Second)
+	}
+	open := f.OpenMetrics("web-1")
+	if len(open) != 3+maxHistoryDisks || open[0].N != 12 || !open[0].At.Equal(time.Date(2026, 12, 1, 10, 2, 0, 0, time.UTC)) {
+		t.Fatalf("open minute %+v; want 35 buckets of 12 samples at 10:02", open[:1])
+	}
+	if err := f.Flush(ctx); err != nil { // 10:03:00: the third minute is written
+		t.Fatal(err)
+	}
+	m := history(t, st, "web-1")
+	if want := "12 0 5.5 11; 12 0 5.5 11; 12 0 5.5 11"; m["cpu"] != want || m["load"] != "12 2 2 2; 12 2 2 2; 12 2 2 2" {
+		t.Errorf("cpu %q load %q; want three minutes of 12 samples each: %q", m["cpu"], m["load"], want)
+	}
+	if len(m) != 3+maxHistoryDisks || m["disk:/d39"] == "" || m["disk:/d08"] != m["disk:/d39"] || m["disk:/d07"] != "" {
+		t.Errorf("history has %d metrics (/d39 %q, /d08 %q, /d07 %q); want cpu, memory, load and the 32 largest disks, /d08 to /d39", len(m), m["disk:/d39"], m["disk:/d08"], m["disk:/d07"])
+	}
+	// Two hours later, with a sample every minute: the one-hour retention
+	// holds, and the minutes of 10:00 are gone.
+	for range 120 {
+		c.t = c.t.Add(time.Minute)
+		f.Apply("web-1", id, &gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{BusyPercent: proto.Float64(1)}})
+		if err := f.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, _ := st.MetricHistory(ctx, "web-1", store.MetricStep, time.Time{}, 0)
+	if oldest := raw[0].At; c.t.Sub(oldest) > keep.Raw+store.MetricStep {
+		t.Errorf("oldest minute %s at %s; want at most %s kept", oldest, c.t, keep.Raw)
 	}
 }
 

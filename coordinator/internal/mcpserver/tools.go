@@ -75,6 +75,7 @@ var tools = []tool{
 	{name: "get_topology", tier: TierReadOnly, add: addGetTopology},
 	{name: "list_resources", tier: TierReadOnly, add: addListResources},
 	{name: "list_runbooks", tier: TierReadOnly, add: addListRunbooks},
+	{name: "get_metrics", tier: TierReadOnly, add: addGetMetrics},
 	{name: "run_command", tier: TierGated, operate: true, add: addRunCommand},
 	{name: "wait_for_command", tier: TierReadOnly, operate: true, add: addWaitForCommand},
 }

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/gridcity/gridcity/agent/atomicfile"
@@ -30,11 +29,6 @@ import (
 type SQLite struct {
 	db *sql.DB // reads
 	w  *sql.DB // writes, one connection
-
-	// sincePrune counts each server's metric samples since its history
-	// was last pruned (see AppendMetrics).
-	pruneMu    sync.Mutex
-	sincePrune map[string]int
 }
 
 // readConns bounds the read pool: enough for the MCP tools, the app and the
@@ -146,6 +140,34 @@ var migrations = []string{
 	`ALTER TABLE requests ADD COLUMN token TEXT NOT NULL DEFAULT '';
 	UPDATE requests SET token = COALESCE(json_extract(CAST(body AS TEXT), '$.token'), '') WHERE json_valid(CAST(body AS TEXT));
 	CREATE INDEX requests_token_status ON requests(token, status, created_at);`,
+	// 7: the metric history as buckets of min, sum and max per metric (cpu,
+	// memory, load, disk:MOUNT), at two resolutions (step, in seconds: 60
+	// kept for a day, 900 for a week by default), instead of one row per
+	// sample: a bounded size whatever the sampling rate, and disks beside
+	// the host figures. The old samples become buckets of both resolutions;
+	// those that are not numbers (±Inf, NULL from a NaN) are left behind.
+	`CREATE TABLE metric_buckets (
+		server TEXT NOT NULL,
+		step INTEGER NOT NULL,
+		at INTEGER NOT NULL,
+		metric TEXT NOT NULL,
+		n INTEGER NOT NULL,
+		vmin REAL NOT NULL,
+		vsum REAL NOT NULL,
+		vmax REAL NOT NULL,
+		PRIMARY KEY (server, step, at, metric)
+	) WITHOUT ROWID;
+	CREATE INDEX metric_buckets_age ON metric_buckets(step, at);
+	INSERT INTO metric_buckets(server, step, at, metric, n, vmin, vsum, vmax)
+		SELECT server, step, at / (step * 1000) * (step * 1000), metric, count(*), min(v), sum(v), max(v)
+		FROM (
+			SELECT server, at, 'cpu' AS metric, cpu AS v FROM metrics
+			UNION ALL SELECT server, at, 'memory', mem FROM metrics
+			UNION ALL SELECT server, at, 'load', load1 FROM metrics
+		), (SELECT 60 AS step UNION ALL SELECT 900)
+		WHERE abs(v) <= 1.7976931348623157e308
+		GROUP BY server, step, at / (step * 1000), metric;
+	DROP TABLE metrics;`,
 }
 
 // OpenSQLite opens (creating if needed) the store at dir/gridcity.db.
@@ -173,7 +195,7 @@ func OpenSQLite(ctx context.Context, dir string) (*SQLite, error) {
 	w.SetConnMaxIdleTime(0)
 	// The schema first, through the writer, so that readers open a file
 	// that is already in WAL mode and migrated.
-	s := &SQLite{w: w, sincePrune: map[string]int{}}
+	s := &SQLite{w: w}
 	if err := s.migrate(ctx); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("prepare %s: %w", path, err)
@@ -417,97 +439,6 @@ func (s *SQLite) Servers(ctx context.Context) ([]ServerRecord, error) {
 		}
 		r.LastSeen = fromMs(seen)
 		out = append(out, r)
-	}
-	return out, rows.Err()
-}
-
-func (s *SQLite) AppendMetrics(ctx context.Context, samples []MetricSample, keep int) error {
-	if len(samples) == 0 {
-		return nil
-	}
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO metrics(server, at, cpu, mem, load1) VALUES (?,?,?,?,?)`)
-	if err != nil {
-		return err
-	}
-	defer stmt.Close()
-	added := map[string]int{}
-	var skipped []error
-	for _, m := range samples {
-		if err := m.Check(); err != nil {
-			skipped = append(skipped, err)
-			continue
-		}
-		if _, err := stmt.ExecContext(ctx, m.Server, ms(m.At), m.CPUPercent, m.MemoryPercent, m.Load1); err != nil {
-			return fmt.Errorf("append metric for %q: %w", m.Server, err)
-		}
-		added[m.Server]++
-	}
-	// Pruning a server walks its whole history (the keep-th newest sample
-	// is found by offset), so it is done in batches: once a server has
-	// gained keep/8 samples since its last pruning. The table holds at
-	// most that many more than keep per server; Metrics never returns
-	// more than its caller's limit.
-	every := max(1, keep/8)
-	s.pruneMu.Lock()
-	defer s.pruneMu.Unlock()
-	var pruned []string
-	for server, n := range added {
-		if s.sincePrune[server]+n < every {
-			continue
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM metrics WHERE server = ? AND at < (
-			SELECT at FROM metrics WHERE server = ? ORDER BY at DESC LIMIT 1 OFFSET ?)`, server, server, keep-1); err != nil {
-			return fmt.Errorf("prune metrics for %q: %w", server, err)
-		}
-		pruned = append(pruned, server)
-	}
-	if err := tx.Commit(); err != nil {
-		return err
-	}
-	for server, n := range added {
-		s.sincePrune[server] += n
-	}
-	for _, server := range pruned {
-		delete(s.sincePrune, server)
-	}
-	return errors.Join(skipped...)
-}
-
-// DropBadMetrics deletes the metric rows no answer can show: ±Inf, which
-// SQLite keeps as it is given (NaN it refuses), written by a coordinator
-// that did not check its samples. It returns how many it deleted.
-func (s *SQLite) DropBadMetrics(ctx context.Context) (int64, error) {
-	res, err := s.w.ExecContext(ctx, `DELETE FROM metrics WHERE abs(cpu) > 1.7976931348623157e308 OR abs(mem) > 1.7976931348623157e308
-		OR abs(load1) > 1.7976931348623157e308 OR cpu IS NULL OR mem IS NULL OR load1 IS NULL`)
-	if err != nil {
-		return 0, fmt.Errorf("drop metric rows that are not numbers: %w", err)
-	}
-	return res.RowsAffected()
-}
-
-func (s *SQLite) Metrics(ctx context.Context, server string, limit int) ([]MetricSample, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT at, cpu, mem, load1 FROM metrics WHERE server = ? ORDER BY at DESC LIMIT ?`, server, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []MetricSample
-	for rows.Next() {
-		m := MetricSample{Server: server}
-		var at int64
-		if err := rows.Scan(&at, &m.CPUPercent, &m.MemoryPercent, &m.Load1); err != nil {
-			return nil, err
-		}
-		if m.Check() != nil {
-			continue // not a sample any answer can show; DropBadMetrics deletes it
-		}
-		m.At = fromMs(at)
-		out = append(out, m)
 	}
 	return out, rows.Err()
 }

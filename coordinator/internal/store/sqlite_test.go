@@ -19,55 +19,6 @@ func open(t testing.TB, dir string) *SQLite {
 	return s
 }
 
-func TestMetricsKeepTheNewest(t *testing.T) {
-	s := open(t, t.TempDir())
-	ctx := context.Background()
-	base := time.Unix(1_700_000_000, 0)
-	for i := range 10 {
-		if err := s.AppendMetrics(ctx, []MetricSample{{Server: "web-1", At: base.Add(time.Duration(i) * time.Second), CPUPercent: float64(i)}, {Server: "db-1", At: base, CPUPercent: 1}}, 4); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := s.Metrics(ctx, "web-1", 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 4 || got[0].CPUPercent != 9 || got[3].CPUPercent != 6 {
-		t.Fatalf("got %+v; want the 4 newest, newest first", got)
-	}
-}
-
-// With a longer history, pruning comes in batches: the table never holds
-// more than keep + keep/8 samples of a server, Metrics up to keep returns
-// the newest, and a pruning brings it back to keep.
-func TestMetricsArePrunedInBatches(t *testing.T) {
-	s := open(t, t.TempDir())
-	ctx := context.Background()
-	base := time.Unix(1_700_000_000, 0)
-	const keep = 80
-	most := 0
-	for i := range 500 {
-		if err := s.AppendMetrics(ctx, []MetricSample{{Server: "web-1", At: base.Add(time.Duration(i) * time.Second), CPUPercent: float64(i)}}, keep); err != nil {
-			t.Fatal(err)
-		}
-		all, err := s.Metrics(ctx, "web-1", 10_000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(all) > keep+keep/8 {
-			t.Fatalf("after %d samples the table holds %d; want at most %d", i+1, len(all), keep+keep/8)
-		}
-		most = max(most, len(all))
-		got, _ := s.Metrics(ctx, "web-1", keep)
-		if want := min(i+1, keep); len(got) != want || got[0].CPUPercent != float64(i) || got[len(got)-1].CPUPercent != float64(i+1-want) {
-			t.Fatalf("after %d samples Metrics(%d) = %d samples from %v to %v; want the newest %d", i+1, keep, len(got), got[0].CPUPercent, got[len(got)-1].CPUPercent, want)
-		}
-	}
-	if most <= keep {
-		t.Fatalf("the table never held more than %d: pruned at every append", most)
-	}
-}
-
 func TestTokens(t *testing.T) {
 	s := open(t, t.TempDir())
 	ctx := context.Background()

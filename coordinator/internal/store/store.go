@@ -10,8 +10,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math"
 	"time"
 )
 
@@ -48,14 +46,17 @@ type Store interface {
 	// SaveServers upserts the last known state of servers in one transaction.
 	SaveServers(ctx context.Context, servers []ServerRecord) error
 	Servers(ctx context.Context) ([]ServerRecord, error)
-	// AppendMetrics records samples and keeps the newest keep samples per
-	// server, pruning the older ones in batches (at most keep/8 extra). A
-	// sample that fails Check is not written, the others are, and the error
+	// AppendMetrics merges one-minute buckets into the history at both
+	// resolutions (MetricStep and MetricRollupStep) in one transaction, and
+	// deletes the buckets older than keep allows before now. A point that
+	// fails Check is not written, the others are, and the error
 	// (ErrNotFinite) names it.
-	AppendMetrics(ctx context.Context, samples []MetricSample, keep int) error
-	// Metrics returns a server's newest samples; rows that fail Check
-	// (written before samples were checked) are left out.
-	Metrics(ctx context.Context, server string, limit int) ([]MetricSample, error)
+	AppendMetrics(ctx context.Context, points []MetricPoint, now time.Time, keep MetricRetention) error
+	// MetricHistory returns a server's buckets of one resolution (MetricStep
+	// or MetricRollupStep) that start at or after since, oldest first,
+	// merged into buckets of every (a whole number of steps, aligned to the
+	// Unix epoch; 0: as kept); buckets that fail Check are left out.
+	MetricHistory(ctx context.Context, server string, step time.Duration, since time.Time, every time.Duration) ([]MetricPoint, error)
 
 	// CreateToken records an MCP token by its hash; ErrExists when the name is taken.
 	CreateToken(ctx context.Context, t Token) error
@@ -204,30 +205,6 @@ type ServerRecord struct {
 	State    []byte // gridcity.v1.StateUpdate, protobuf binary, merged full state
 	Hello    []byte // gridcity.v1.Hello, protobuf binary
 	LastSeen time.Time
-}
-
-// MetricSample is one point of a server's bounded history.
-type MetricSample struct {
-	Server        string
-	At            time.Time
-	CPUPercent    float64
-	MemoryPercent float64
-	Load1         float64
-}
-
-// Check says whether the sample can be kept: every value a real number.
-// SQLite cannot hold NaN in a NOT NULL column (it stores NULL), and no
-// answer can carry NaN or ±Inf as JSON.
-func (m MetricSample) Check() error {
-	for _, v := range []struct {
-		name string
-		v    float64
-	}{{"cpu", m.CPUPercent}, {"memory", m.MemoryPercent}, {"load1", m.Load1}} {
-		if math.IsNaN(v.v) || math.IsInf(v.v, 0) {
-			return fmt.Errorf("metric sample of %s: %s = %v is not a number: %w", m.Server, v.name, v.v, ErrNotFinite)
-		}
-	}
-	return nil
 }
 
 // Scope says what an MCP token may do.
