@@ -79,6 +79,9 @@ type ServerView struct {
 	LastSeen      string          `json:"lastSeen" jsonschema:"when the agent was last heard from (RFC 3339), empty if never"`
 	CollectedAt   string          `json:"collectedAt,omitempty" jsonschema:"when the agent collected the newest facts (RFC 3339)"`
 	Gaps          []GapView       `json:"gaps" jsonschema:"facts that could not be collected on this server and why: absent facts are unknown, not fine"`
+
+	// Only in the one-server view (a name given): see withTopProcesses.
+	TopProcesses *TopProcessesView `json:"topProcesses,omitempty" jsonschema:"with name only: the server's busiest and largest processes; absent when unknown (see gaps)"`
 }
 
 type CommandsView struct {
@@ -277,6 +280,9 @@ func listServers(ctx context.Context, d Deps, in ListServersInput, now time.Time
 		srv, _ := d.Fleet.Server(l.name)
 		srv.RevokedAt = time.Time{} // the store decides, as for the page
 		v := viewServer(srv, now)
+		if in.Name != "" {
+			v.TopProcesses, v.Gaps = withTopProcesses(srv.State, v.Gaps)
+		}
 		if bad := notEncodable(v); bad != "" {
 			v = unencodableServer(srv, now, bad)
 		}
