@@ -165,3 +165,18 @@ func FuzzParseProcStatus(f *testing.F) {
 		}
 	})
 }
+
+// TestChangesSendsProcessesOnlyWhenMeaningful: Changes uses
+// processesClose, so a jittery CPU share does not travel and a new hog does.
+func TestChangesSendsProcessesOnlyWhenMeaningful(t *testing.T) {
+	state := func(cpu float64, extra ...*gridcityv1.Process) *gridcityv1.StateUpdate {
+		items := append([]*gridcityv1.Process{{Pid: 1, Name: "a", CpuPercent: cpu, RssBytes: 100 << 20}}, extra...)
+		return &gridcityv1.StateUpdate{Processes: &gridcityv1.Processes{Items: items}}
+	}
+	if d := Changes(state(50), state(52)); d != nil {
+		t.Errorf("jitter travelled: %v", d)
+	}
+	if d := Changes(state(50), state(52, &gridcityv1.Process{Pid: 2, Name: "hog", CpuPercent: 100})); d.GetProcesses() == nil {
+		t.Errorf("a new hog did not travel: %v", d)
+	}
+}

@@ -15,7 +15,7 @@ import (
 const (
 	culpritCPU    = 10.0 // percent of one core
 	culpritMemory = 2.0  // percent of the host's memory
-	maxCulprits   = 3
+	maxCulprits   = 5
 	// culpritFixes is how many of them get fixes of their own.
 	culpritFixes = 2
 )

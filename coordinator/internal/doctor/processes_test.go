@@ -74,7 +74,7 @@ func TestDiagnoseNamesTheCPUHogs(t *testing.T) {
 		st.Cpu.BusyPercent = proto.Float64(97)
 		st.Processes = hogs()
 	})
-	if rep.Ladder[1].Status != Warn || !strings.Contains(rep.Ladder[1].Detail, `load 0.5 (5 min) on 4 cores, CPU 97% busy, busiest process "sh" (pid 1500, user "root", unit "hog.service") using 99% of a core (25% of the host's 4 cores)`) {
+	if rep.Ladder[1].Status != Warn || !strings.Contains(rep.Ladder[1].Detail, `load 0.5 (5 min) on 4 cores, CPU 97% busy, busiest process "sh" (pid 1500, user "root", unit "hog.service") using 99% of a core (25% of the host's 4 cores); disks at most 60% full ("/var"); memory 38% used (5.0 GiB available of 8.0 GiB), swap 0% used, largest process "memhog\"; rm -rf /" (pid 1600, user "deploy") holding 6.0 GiB`) {
 		t.Errorf("host rung %+v", rep.Ladder[1])
 	}
 	ev := evidenceOf(t, rep, "is overloaded")
