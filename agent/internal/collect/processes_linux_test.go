@@ -110,3 +110,32 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkProcessesWalk is the cost of one walk of this machine's /proc
+// (what a busy host pays every fast tick), and BenchmarkProcessesCalmTick
+// that of a tick that does not walk.
+func BenchmarkProcessesWalk(b *testing.B) {
+	c := newProcessesCollector(DefaultConfig(), nil).(*processesCollector)
+	var n int
+	for b.Loop() {
+		cur, _, err := c.walk(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		n = len(cur)
+	}
+	b.ReportMetric(float64(n), "processes")
+}
+
+func BenchmarkProcessesCalmTick(b *testing.B) {
+	c := newProcessesCollector(Config{ProcRoot: "testdata/processes/t2", EtcRoot: "testdata/processes/etc"}, nil).(*processesCollector)
+	c.every = time.Hour
+	n := &notes{name: "processes"}
+	c.update(context.Background(), &gridcityv1.StateUpdate{}, n)
+	c.reported = true
+	for b.Loop() {
+		if err := c.update(context.Background(), &gridcityv1.StateUpdate{}, n); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
