@@ -4,9 +4,12 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/gridcity/gridcity/agent/probe"
 
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
@@ -43,7 +46,7 @@ runbooks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &Doctor{Prober: &fakeProber{}, AttemptTimeout: 100 * 1e6}
+	d := &Doctor{Prober: &fakeProber{}, AttemptTimeout: 100 * time.Millisecond}
 	rep, err := d.Diagnose(context.Background(), Facts{Config: cfg, Graph: g, Servers: []fleet.Server(srvs), Resource: states{}.State, Now: now}, "web-1")
 	if err != nil {
 		t.Fatal(err)
@@ -151,5 +154,52 @@ func TestDiagnoseCalmHostNamesItsTopProcesses(t *testing.T) {
 	}
 	if len(rep.Fixes) != 0 || len(rep.Diagnoses) != 0 {
 		t.Errorf("a calm host got diagnoses %+v, fixes %+v", rep.Diagnoses, rep.Fixes)
+	}
+}
+
+// TestDiagnoseResourceOnABusyHost: diagnosing a database whose host is
+// overloaded by its own engine offers the runbook that matches the
+// database (by engine) and names the process (a runbook that only
+// matches the database is not taken as a look at the process); without the agent's
+// processes, the gap is the evidence and a generic look the fix.
+func TestDiagnoseResourceOnABusyHost(t *testing.T) {
+	cfg, err := config.Parse(strings.NewReader(baseConfig+restartRunbook), "doctor.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const db = "10.0.4.20:5432"
+	for _, withProcs := range []bool{true, false} {
+		host := server("db-1", "10.0.4.20", "postgres@0.0.0.0:5432")
+		host.State.Cpu.Load5 = 12
+		if withProcs {
+			host.State.Processes = hogs()
+		}
+		srvs := servers{host, server("web-1", "10.0.4.10")}
+		g, err := topology.New(cfg, srvs, states{}).Graph()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fp := &fakeProber{results: map[string]probe.Result{"web-1 tcp " + db: okResult, "web-1 postgres " + db: okResult, "db-1 tcp " + db: okResult}}
+		d := &Doctor{Prober: fp, AttemptTimeout: 100 * time.Millisecond}
+		rep, err := d.Diagnose(context.Background(), Facts{Config: cfg, Graph: g, Servers: []fleet.Server(srvs), Resource: states{}.State, Now: now}, "orders-db")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := evidenceOf(t, rep, "db-1 is overloaded")
+		got := commands(rep.Fixes)
+		if withProcs {
+			want := "ps -o pid,ppid,user,etime,pcpu,pmem,rss,args -p 1500; systemctl status hog.service --no-pager -n 20 []\n" +
+				"systemctl restart hog.service []\n" +
+				// pg-activity matches orders-db but does not name the process.
+				"ps -o pid,ppid,user,etime,pcpu,pmem,rss,args -p 812; systemctl status postgresql@15-main.service --no-pager -n 20 []\n" +
+				"systemctl restart postgresql [restart-postgres]"
+			if got != want || !strings.Contains(ev, `"postgres" (pid 812`) {
+				t.Errorf("with processes: evidence %q\nfixes\n%s\nwant\n%s", ev, got, want)
+			}
+			continue
+		}
+		if got != "ps -eo pid,user,pcpu,rss,etime,comm --sort=-pcpu | head -n 15 []" || !strings.Contains(ev, "which processes are responsible is not known: not reported by the agent") {
+			t.Errorf("without processes: evidence %q, fixes\n%s", ev, got)
+		}
 	}
 }
