@@ -43,6 +43,13 @@ func printSnapshot(w io.Writer, st *gridcityv1.StateUpdate) error {
 	for _, ct := range st.GetContainers().GetItems() {
 		fmt.Fprintf(tw, "container\t%s\t%s %s (%s)\n", ct.GetName(), ct.GetImage(), ct.GetState(), ct.GetStatus())
 	}
+	for _, p := range st.GetProcesses().GetItems() {
+		unit := ""
+		if p.GetUnit() != "" {
+			unit = ", unit " + p.GetUnit()
+		}
+		fmt.Fprintf(tw, "process\t%d %s\t%.1f%% of a core, %.1f MiB, user %s%s\n", p.GetPid(), p.GetName(), p.GetCpuPercent(), float64(p.GetRssBytes())/(1<<20), p.GetUser(), unit)
+	}
 	if u := st.GetUpdates(); u != nil {
 		fmt.Fprintf(tw, "updates\t%s\t%d pending, %d security\n", u.GetManager(), u.GetPending(), u.GetSecurity())
 	}

@@ -22,6 +22,7 @@
 //	updates       Updates         TierUpdates
 //	defenses      Defenses (firewall blocks, sshd settings)  TierMedium
 //	logins        Logins (SSH authentication per source)      TierFast
+//	processes     Processes (top by CPU and memory; walked every fast tick only while the host is busy)  TierFast
 //
 // The agent sends Full first and then, per tier tick, Changes between the
 // state it last sent and a Collect, merging what it sends into that state

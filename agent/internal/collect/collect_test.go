@@ -42,7 +42,7 @@ func TestRegistry(t *testing.T) {
 	want := map[string]Tier{
 		"cpu": TierFast, "memory": TierFast, "logins": TierFast,
 		"disks": TierMedium, "sockets": TierMedium, "failed_units": TierMedium, "containers": TierMedium, "defenses": TierMedium,
-		"host": TierSlow, "updates": TierUpdates,
+		"host": TierSlow, "updates": TierUpdates, "processes": TierFast,
 	}
 	for name, tier := range want {
 		if got[name] != tier {

@@ -21,7 +21,8 @@ const (
 	memoryWarn     = 90.0
 	memoryFreeFail = 3.0 // percent of memory available, with swap full or absent
 	swapFull       = 90.0
-	loadPerCore    = 2.0 // 5-minute load per core
+	loadPerCore    = 2.0  // 5-minute load per core
+	busyFull       = 90.0 // percent of the CPU busy over the agent's last sample
 	silentAfter    = 2 * time.Minute
 )
 
@@ -86,6 +87,8 @@ func (s *session) judgeHost(srv fleet.Server, subjs ...Subject) judged {
 	}
 	var fails, warns, ok []string
 	var j judged
+	procs := st.GetProcesses()
+	fixed := map[int32]bool{} // processes with fixes already
 	// Disks.
 	var fullest *gridcityv1.Disk
 	for _, d := range st.GetDisks().GetItems() {
@@ -130,13 +133,24 @@ func (s *session) judgeHost(srv fleet.Server, subjs ...Subject) judged {
 		} else {
 			line += ", no swap"
 		}
+		line += largestText(procs)
+		culprits := memoryCulprits(procs, m.GetTotalBytes())
+		ev := append([]string{line}, culpritEvidence(srv, culprits, func(p *gridcityv1.Process) string {
+			return fmt.Sprintf("%s holds %s (%s of the memory)", processText(p), size(p.GetRssBytes()), pct(float64(p.GetRssBytes())*100/float64(m.GetTotalBytes())))
+		})...)
 		switch {
 		case free < memoryFreeFail && (m.GetSwapTotalBytes() == 0 || swap >= swapFull):
 			fails = append(fails, "memory exhausted: "+line)
-			j.diagnoses = append(j.diagnoses, Diagnosis{Rung: RungHost, Summary: fmt.Sprintf("%s is out of memory: the kernel's OOM killer ends processes, and new ones fail to start", srv.Name), Evidence: []string{line}})
+			j.diagnoses = append(j.diagnoses, Diagnosis{Rung: RungHost, Summary: fmt.Sprintf("%s is out of memory: the kernel's OOM killer ends processes, and new ones fail to start", srv.Name), Evidence: ev})
 			j.fixes = append(j.fixes, s.memoryFix(srv))
+			j.fixes = append(j.fixes, s.processFixes(srv, culprits, "memory", subjs, fixed)...)
 		case m.GetUsedPercent() >= memoryWarn:
 			warns = append(warns, line)
+			j.diagnoses = append(j.diagnoses, Diagnosis{Rung: RungHost, Summary: fmt.Sprintf("%s is short of memory: little is left before it swaps or the OOM killer ends processes", srv.Name), Evidence: ev})
+			if procs == nil {
+				j.fixes = append(j.fixes, s.memoryFix(srv))
+			}
+			j.fixes = append(j.fixes, s.processFixes(srv, culprits, "memory", subjs, fixed)...)
 		default:
 			ok = append(ok, line)
 		}
@@ -144,14 +158,29 @@ func (s *session) judgeHost(srv fleet.Server, subjs ...Subject) judged {
 	// Load.
 	if c := st.GetCpu(); c.GetCores() > 0 {
 		line := fmt.Sprintf("load %.1f (5 min) on %d cores", c.GetLoad5(), c.GetCores())
-		if c.GetLoad5()/float64(c.GetCores()) >= loadPerCore {
+		// The busy share is unknown until the agent's second sample.
+		busy := c.BusyPercent != nil && c.GetBusyPercent() >= busyFull
+		if busy {
+			line += fmt.Sprintf(", CPU %s busy", pct(c.GetBusyPercent()))
+		}
+		line += busiestText(procs, c.GetCores())
+		if c.GetLoad5()/float64(c.GetCores()) >= loadPerCore || busy {
 			warns = append(warns, line)
 			ev := []string{line}
-			if c.BusyPercent != nil { // unknown until the agent's second sample
+			if c.BusyPercent != nil && !busy {
 				ev = append(ev, fmt.Sprintf("CPU %s busy", pct(c.GetBusyPercent())))
 			}
+			culprits := cpuCulprits(procs)
+			ev = append(ev, culpritEvidence(srv, culprits, func(p *gridcityv1.Process) string {
+				return fmt.Sprintf("%s uses %s", processText(p), cpuText(p, c.GetCores()))
+			})...)
 			j.diagnoses = append(j.diagnoses, Diagnosis{Rung: RungHost, Summary: fmt.Sprintf("%s is overloaded: work waits for the CPU or for I/O", srv.Name),
 				Evidence: ev})
+			if procs == nil {
+				j.fixes = append(j.fixes, s.on(srv.Name, Fix{Summary: fmt.Sprintf("See which processes use the CPU on %s (read-only)", srv.Name),
+					Command: "ps -eo pid,user,pcpu,rss,etime,comm --sort=-pcpu | head -n 15", ReadOnly: true, Verification: readOnlyNote}))
+			}
+			j.fixes = append(j.fixes, s.processFixes(srv, culprits, "CPU use", subjs, fixed)...)
 		} else {
 			ok = append(ok, line)
 		}
@@ -160,7 +189,8 @@ func (s *session) judgeHost(srv fleet.Server, subjs ...Subject) judged {
 	case len(fails) > 0:
 		j.Status, j.Detail = Fail, joinSome(fails, "; ")
 	case len(warns) > 0:
-		j.Status, j.Detail = Warn, joinSome(warns, "; ")
+		// What passed follows: the largest process, say, while the CPU warns.
+		j.Status, j.Detail = Warn, joinSome(append(warns, ok...), "; ")
 	default:
 		j.Status, j.Detail = Pass, joinSome(ok, ", ")
 	}

@@ -109,6 +109,9 @@ type ServerView struct {
 	LastSeen      string          `json:"lastSeen" jsonschema:"when the agent was last heard from (RFC 3339), empty if never"`
 	CollectedAt   string          `json:"collectedAt,omitempty" jsonschema:"when the agent collected the newest facts (RFC 3339)"`
 	Gaps          []GapView       `json:"gaps" jsonschema:"facts that could not be collected on this server and why: absent facts are unknown, not fine"`
+
+	// Only in the one-server view (a name given): see withTopProcesses.
+	TopProcesses *TopProcessesView `json:"topProcesses,omitempty" jsonschema:"with name only: the server's busiest and largest processes; absent when unknown (see gaps)"`
 }
 
 type CommandsView struct {
@@ -239,7 +242,7 @@ func listServers(ctx context.Context, d Deps, in ListServersInput, now time.Time
 
 	if i := exactName(all, in.Name); i >= 0 {
 		out.Matched = 1
-		out.Servers = []ServerView{fitView(fullView(d, all[i], now), pageBudget-budgetSlack)}
+		out.Servers = []ServerView{fitView(fullView(d, all[i], now, true), pageBudget-budgetSlack)}
 		return out, nil
 	}
 	inDistrict, err := districtFilter(d, in.District, all)
@@ -344,7 +347,7 @@ func exactName(all []listed, name string) int {
 
 // fullView is one server in full, with the gaps that say what its status
 // leaves unknown.
-func fullView(d Deps, l listed, now time.Time) ServerView {
+func fullView(d Deps, l listed, now time.Time, processes bool) ServerView {
 	if !l.connected {
 		v := viewServer(fleet.Server{Name: l.name}, now)
 		// It has no facts at all; this one gap says why.
@@ -356,6 +359,9 @@ func fullView(d Deps, l listed, now time.Time) ServerView {
 	srv, _ := d.Fleet.Server(l.name)
 	srv.RevokedAt = time.Time{} // the store decides, as for the listing
 	v := viewServer(srv, now)
+	if processes {
+		v.TopProcesses, v.Gaps = withTopProcesses(srv.State, v.Gaps)
+	}
 	if bad := notEncodable(v); bad != "" {
 		v = unencodableServer(srv, now, bad)
 	}

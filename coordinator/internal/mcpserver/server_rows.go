@@ -358,7 +358,7 @@ func page(d Deps, out *ListServersOutput, in ListServersInput, matched []listed,
 		)
 		if !out.Truncated {
 			if in.Full {
-				v = fitView(fullView(d, l, now), pageBudget-budgetSlack)
+				v = fitView(fullView(d, l, now, false), pageBudget-budgetSlack)
 				n = jsonLen(v) + 1
 			} else {
 				r = rowOf(d, l, now)

@@ -341,6 +341,23 @@ var authSourceTable = section[*gridcityv1.AuthSource]{fields: []field[*gridcityv
 	{"failuresBeforeSuccess", func(m *gridcityv1.AuthSource) number { return uns(uint64(m.GetFailuresBeforeSuccess())) }, anyCount},
 }}
 
+// cpuShare is a process's CPU as top shows it: 100 per core busy.
+func cpuShare(n number, now time.Time) string {
+	if why := finite(n, now); why != "" {
+		return why
+	}
+	if n.f < 0 || n.f > 100*maxCores {
+		return fmt.Sprintf("a process's CPU share is between 0 and %d (100 per core)", 100*maxCores)
+	}
+	return ""
+}
+
+var processTable = section[*gridcityv1.Process]{fields: []field[*gridcityv1.Process]{
+	{"pid", func(m *gridcityv1.Process) number { return sgn(int64(m.GetPid())) }, upTo(maxPid, "a process id")},
+	{"cpuPercent", func(m *gridcityv1.Process) number { return flt(m.GetCpuPercent()) }, cpuShare},
+	{"rssBytes", func(m *gridcityv1.Process) number { return uns(m.GetRssBytes()) }, size},
+}}
+
 var stateTable = section[*gridcityv1.StateUpdate]{fields: []field[*gridcityv1.StateUpdate]{
 	{"collectedUnixMs", func(m *gridcityv1.StateUpdate) number { return sgn(m.GetCollectedUnixMs()) }, unixMillis},
 }}
@@ -508,6 +525,22 @@ func validateDefenses(path string, d *gridcityv1.Defenses, _ time.Time) error {
 	return items(path+".sshd.files", s.GetFiles(), func(p, f string) error { return strs(p, "", f) })
 }
 
+// maxProcesses bounds the top processes: the agent sends at most 5 by CPU
+// and 5 by memory.
+const maxProcesses = 64
+
+func validateProcesses(path string, p *gridcityv1.Processes, now time.Time) error {
+	if len(p.GetItems()) > maxProcesses {
+		return fmt.Errorf("%s has %d items; at most %d are accepted", path, len(p.GetItems()), maxProcesses)
+	}
+	return items(path, p.GetItems(), func(p string, x *gridcityv1.Process) error {
+		if err := processTable.check(p, x, now); err != nil {
+			return err
+		}
+		return strs(p, "name", x.GetName(), "user", x.GetUser(), "unit", x.GetUnit())
+	})
+}
+
 // sections are the state's sections by their JSON names, each with its
 // validator; TestEverySectionIsChecked keeps the list whole.
 var sections = []struct {
@@ -547,6 +580,9 @@ var sections = []struct {
 	}},
 	{"defenses", func(p string, u *gridcityv1.StateUpdate, now time.Time) error {
 		return validateDefenses(p, u.GetDefenses(), now)
+	}},
+	{"processes", func(p string, u *gridcityv1.StateUpdate, now time.Time) error {
+		return validateProcesses(p, u.GetProcesses(), now)
 	}},
 }
 

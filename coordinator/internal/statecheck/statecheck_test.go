@@ -44,6 +44,10 @@ func goodState() *gridcityv1.StateUpdate {
 		}},
 		Defenses: &gridcityv1.Defenses{Firewall: &gridcityv1.Firewall{Tools: []string{"nftables"}, Blocks: []*gridcityv1.Block{{Network: "203.0.113.7/32", By: "nftables"}}},
 			Sshd: &gridcityv1.SSHConfig{PasswordAuthentication: "no"}},
+		Processes: &gridcityv1.Processes{Items: []*gridcityv1.Process{
+			{Pid: 1500, Name: "sh", User: "root", CpuPercent: 399.5, RssBytes: 2 << 20, Unit: "hog.service"},
+			{Pid: 812, Name: "postgres", User: "postgres", RssBytes: 300 << 20},
+		}},
 	}
 }
 
@@ -110,6 +114,14 @@ func TestStateRefuses(t *testing.T) {
 		{"too many", func(u *gridcityv1.StateUpdate) {
 			u.Gaps.Items = make([]*gridcityv1.Gap, MaxItems+1)
 		}, "state.gaps has 4097 items; at most 4096"},
+		{"process pid", func(u *gridcityv1.StateUpdate) { u.Processes.Items[1].Pid = -812 }, "state.processes[1].pid = -812: a process id cannot be negative"},
+		{"process cpu NaN", func(u *gridcityv1.StateUpdate) { u.Processes.Items[0].CpuPercent = math.NaN() }, "state.processes[0].cpuPercent = NaN: not a number"},
+		{"process cpu negative", func(u *gridcityv1.StateUpdate) { u.Processes.Items[0].CpuPercent = -1 }, "state.processes[0].cpuPercent = -1: a process's CPU share is between 0 and"},
+		{"process rss negative", func(u *gridcityv1.StateUpdate) { u.Processes.Items[0].RssBytes = minus5 }, "state.processes[0].rssBytes = 18446744073709551611 (-5 as a signed number): a size cannot be negative"},
+		{"process name too long", func(u *gridcityv1.StateUpdate) { u.Processes.Items[0].Name = strings.Repeat("n", maxString+1) }, "state.processes[0].name = (1025 bytes)"},
+		{"too many processes", func(u *gridcityv1.StateUpdate) {
+			u.Processes.Items = make([]*gridcityv1.Process, maxProcesses+1)
+		}, "state.processes has 65 items; at most 64"},
 		{"too many users", func(u *gridcityv1.StateUpdate) { u.Logins.Sources[0].Users = make([]string, maxUsers+1) }, "state.logins.sources[0].users has 65 items"},
 	}
 	for _, c := range cases {
@@ -169,6 +181,7 @@ func TestEveryNumericFieldHasARule(t *testing.T) {
 		"gridcity.v1.Updates":     updatesTable.names(),
 		"gridcity.v1.AuthSource":  authSourceTable.names(),
 		"gridcity.v1.ProbeResult": probeResultTable.names(),
+		"gridcity.v1.Process":     processTable.names(),
 	}
 	// Checked outside the tables, by ProbeResult.
 	elsewhere := map[protoreflect.FullName]bool{"gridcity.v1.ProbeResult.metrics": true}

@@ -86,7 +86,7 @@ func (x CommandEvent_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CommandEvent_Kind.Descriptor instead.
 func (CommandEvent_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{28, 0}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{30, 0}
 }
 
 // KIND_OUTPUT: a chunk of one stream.
@@ -136,7 +136,7 @@ func (x CommandEvent_Stream) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CommandEvent_Stream.Descriptor instead.
 func (CommandEvent_Stream) EnumDescriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{28, 1}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{30, 1}
 }
 
 type EnrollRequest struct {
@@ -564,8 +564,11 @@ type StateUpdate struct {
 	// SSH logins seen in the logs (followed every few seconds) and the
 	// host's defences (read every medium interval): two sections, so that
 	// each travels on its own schedule.
-	Logins        *Logins   `protobuf:"bytes,13,opt,name=logins,proto3" json:"logins,omitempty"`
-	Defenses      *Defenses `protobuf:"bytes,14,opt,name=defenses,proto3" json:"defenses,omitempty"`
+	Logins   *Logins   `protobuf:"bytes,13,opt,name=logins,proto3" json:"logins,omitempty"`
+	Defenses *Defenses `protobuf:"bytes,14,opt,name=defenses,proto3" json:"defenses,omitempty"`
+	// The busiest processes: read every medium interval, and every fast
+	// one while the host is busy (load, CPU or memory).
+	Processes     *Processes `protobuf:"bytes,15,opt,name=processes,proto3" json:"processes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -694,6 +697,13 @@ func (x *StateUpdate) GetLogins() *Logins {
 func (x *StateUpdate) GetDefenses() *Defenses {
 	if x != nil {
 		return x.Defenses
+	}
+	return nil
+}
+
+func (x *StateUpdate) GetProcesses() *Processes {
+	if x != nil {
+		return x.Processes
 	}
 	return nil
 }
@@ -2163,6 +2173,144 @@ func (x *SSHConfig) GetFiles() []string {
 	return nil
 }
 
+// Processes is the union of the host's top processes by CPU and by
+// resident memory (at most 5 of each; a process in both is listed once).
+// ByCPU and ByMemory (state.go) give the two rankings. Names come from the
+// processes themselves: bounded and cleaned by the agent, passed on as data.
+type Processes struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*Process             `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Processes) Reset() {
+	*x = Processes{}
+	mi := &file_gridcity_v1_agent_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Processes) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Processes) ProtoMessage() {}
+
+func (x *Processes) ProtoReflect() protoreflect.Message {
+	mi := &file_gridcity_v1_agent_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Processes.ProtoReflect.Descriptor instead.
+func (*Processes) Descriptor() ([]byte, []int) {
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *Processes) GetItems() []*Process {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type Process struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Pid   int32                  `protobuf:"varint,1,opt,name=pid,proto3" json:"pid,omitempty"`
+	// The kernel's name for it (comm, at most 15 bytes).
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The effective user, by name where the host's passwd has it, else the uid.
+	User string `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
+	// CPU time between the agent's last two readings, as top shows it:
+	// 100 is one core busy the whole interval, 400 four cores.
+	CpuPercent float64 `protobuf:"fixed64,4,opt,name=cpu_percent,json=cpuPercent,proto3" json:"cpu_percent,omitempty"`
+	RssBytes   uint64  `protobuf:"varint,5,opt,name=rss_bytes,json=rssBytes,proto3" json:"rss_bytes,omitempty"`
+	// The systemd system unit whose cgroup holds it ("nginx.service");
+	// empty when none is known (a user session, a container, no systemd).
+	Unit          string `protobuf:"bytes,6,opt,name=unit,proto3" json:"unit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Process) Reset() {
+	*x = Process{}
+	mi := &file_gridcity_v1_agent_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Process) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Process) ProtoMessage() {}
+
+func (x *Process) ProtoReflect() protoreflect.Message {
+	mi := &file_gridcity_v1_agent_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Process.ProtoReflect.Descriptor instead.
+func (*Process) Descriptor() ([]byte, []int) {
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *Process) GetPid() int32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *Process) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Process) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *Process) GetCpuPercent() float64 {
+	if x != nil {
+		return x.CpuPercent
+	}
+	return 0
+}
+
+func (x *Process) GetRssBytes() uint64 {
+	if x != nil {
+		return x.RssBytes
+	}
+	return 0
+}
+
+func (x *Process) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
 type Gaps struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Items         []*Gap                 `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
@@ -2172,7 +2320,7 @@ type Gaps struct {
 
 func (x *Gaps) Reset() {
 	*x = Gaps{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[26]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2184,7 +2332,7 @@ func (x *Gaps) String() string {
 func (*Gaps) ProtoMessage() {}
 
 func (x *Gaps) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[26]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2197,7 +2345,7 @@ func (x *Gaps) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gaps.ProtoReflect.Descriptor instead.
 func (*Gaps) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{26}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Gaps) GetItems() []*Gap {
@@ -2217,7 +2365,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[27]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2229,7 +2377,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[27]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2242,7 +2390,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{27}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Gap) GetCheck() string {
@@ -2291,7 +2439,7 @@ type CommandEvent struct {
 
 func (x *CommandEvent) Reset() {
 	*x = CommandEvent{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[28]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2303,7 +2451,7 @@ func (x *CommandEvent) String() string {
 func (*CommandEvent) ProtoMessage() {}
 
 func (x *CommandEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[28]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2316,7 +2464,7 @@ func (x *CommandEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandEvent.ProtoReflect.Descriptor instead.
 func (*CommandEvent) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{28}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CommandEvent) GetRequestId() string {
@@ -2433,7 +2581,7 @@ type ProbeResult struct {
 
 func (x *ProbeResult) Reset() {
 	*x = ProbeResult{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[29]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2445,7 +2593,7 @@ func (x *ProbeResult) String() string {
 func (*ProbeResult) ProtoMessage() {}
 
 func (x *ProbeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[29]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2458,7 +2606,7 @@ func (x *ProbeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeResult.ProtoReflect.Descriptor instead.
 func (*ProbeResult) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{29}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ProbeResult) GetProbeId() string {
@@ -2534,7 +2682,7 @@ type CoordinatorMessage struct {
 
 func (x *CoordinatorMessage) Reset() {
 	*x = CoordinatorMessage{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[30]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2546,7 +2694,7 @@ func (x *CoordinatorMessage) String() string {
 func (*CoordinatorMessage) ProtoMessage() {}
 
 func (x *CoordinatorMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[30]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2559,7 +2707,7 @@ func (x *CoordinatorMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorMessage.ProtoReflect.Descriptor instead.
 func (*CoordinatorMessage) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{30}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CoordinatorMessage) GetBody() isCoordinatorMessage_Body {
@@ -2678,7 +2826,7 @@ type Settings struct {
 
 func (x *Settings) Reset() {
 	*x = Settings{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[31]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2690,7 +2838,7 @@ func (x *Settings) String() string {
 func (*Settings) ProtoMessage() {}
 
 func (x *Settings) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[31]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2703,7 +2851,7 @@ func (x *Settings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settings.ProtoReflect.Descriptor instead.
 func (*Settings) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{31}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Settings) GetFastIntervalSeconds() uint32 {
@@ -2766,7 +2914,7 @@ type RunCommand struct {
 
 func (x *RunCommand) Reset() {
 	*x = RunCommand{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[32]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2778,7 +2926,7 @@ func (x *RunCommand) String() string {
 func (*RunCommand) ProtoMessage() {}
 
 func (x *RunCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[32]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2791,7 +2939,7 @@ func (x *RunCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommand.ProtoReflect.Descriptor instead.
 func (*RunCommand) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{32}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RunCommand) GetRequestId() string {
@@ -2846,7 +2994,7 @@ type CancelCommand struct {
 
 func (x *CancelCommand) Reset() {
 	*x = CancelCommand{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[33]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2858,7 +3006,7 @@ func (x *CancelCommand) String() string {
 func (*CancelCommand) ProtoMessage() {}
 
 func (x *CancelCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[33]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2871,7 +3019,7 @@ func (x *CancelCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCommand.ProtoReflect.Descriptor instead.
 func (*CancelCommand) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{33}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CancelCommand) GetRequestId() string {
@@ -2902,7 +3050,7 @@ type ProbeSpec struct {
 
 func (x *ProbeSpec) Reset() {
 	*x = ProbeSpec{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[34]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2914,7 +3062,7 @@ func (x *ProbeSpec) String() string {
 func (*ProbeSpec) ProtoMessage() {}
 
 func (x *ProbeSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[34]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2927,7 +3075,7 @@ func (x *ProbeSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeSpec.ProtoReflect.Descriptor instead.
 func (*ProbeSpec) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{34}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ProbeSpec) GetId() string {
@@ -2981,7 +3129,7 @@ type RunProbe struct {
 
 func (x *RunProbe) Reset() {
 	*x = RunProbe{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[35]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2993,7 +3141,7 @@ func (x *RunProbe) String() string {
 func (*RunProbe) ProtoMessage() {}
 
 func (x *RunProbe) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[35]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3006,7 +3154,7 @@ func (x *RunProbe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunProbe.ProtoReflect.Descriptor instead.
 func (*RunProbe) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{35}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RunProbe) GetProbe() *ProbeSpec {
@@ -3026,7 +3174,7 @@ type JournalAck struct {
 
 func (x *JournalAck) Reset() {
 	*x = JournalAck{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[36]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3038,7 +3186,7 @@ func (x *JournalAck) String() string {
 func (*JournalAck) ProtoMessage() {}
 
 func (x *JournalAck) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[36]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3051,7 +3199,7 @@ func (x *JournalAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JournalAck.ProtoReflect.Descriptor instead.
 func (*JournalAck) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{36}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *JournalAck) GetForget() []string {
@@ -3094,7 +3242,7 @@ const file_gridcity_v1_agent_proto_rawDesc = "" +
 	"\ajournal\x18\a \x03(\v2\x19.gridcity.v1.CommandEventR\ajournal\"-\n" +
 	"\tHeartbeat\x12 \n" +
 	"\fsent_unix_ms\x18\x01 \x01(\x03R\n" +
-	"sentUnixMs\"\x8c\x05\n" +
+	"sentUnixMs\"\xc2\x05\n" +
 	"\vStateUpdate\x12\x12\n" +
 	"\x04full\x18\x01 \x01(\bR\x04full\x12*\n" +
 	"\x11collected_unix_ms\x18\x02 \x01(\x03R\x0fcollectedUnixMs\x12)\n" +
@@ -3112,7 +3260,8 @@ const file_gridcity_v1_agent_proto_rawDesc = "" +
 	"\aupdates\x18\v \x01(\v2\x14.gridcity.v1.UpdatesR\aupdates\x12%\n" +
 	"\x04gaps\x18\f \x01(\v2\x11.gridcity.v1.GapsR\x04gaps\x12+\n" +
 	"\x06logins\x18\r \x01(\v2\x13.gridcity.v1.LoginsR\x06logins\x121\n" +
-	"\bdefenses\x18\x0e \x01(\v2\x15.gridcity.v1.DefensesR\bdefenses\"\xb4\x02\n" +
+	"\bdefenses\x18\x0e \x01(\v2\x15.gridcity.v1.DefensesR\bdefenses\x124\n" +
+	"\tprocesses\x18\x0f \x01(\v2\x16.gridcity.v1.ProcessesR\tprocesses\"\xb4\x02\n" +
 	"\bHostInfo\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12\x0e\n" +
 	"\x02os\x18\x02 \x01(\tR\x02os\x12\x1d\n" +
@@ -3240,7 +3389,17 @@ const file_gridcity_v1_agent_proto_rawDesc = "" +
 	"\x16permit_root_login_from\x18\x06 \x01(\tR\x13permitRootLoginFrom\x12M\n" +
 	"#kbd_interactive_authentication_from\x18\a \x01(\tR kbdInteractiveAuthenticationFrom\x12(\n" +
 	"\x10has_match_blocks\x18\b \x01(\bR\x0ehasMatchBlocks\x12\x14\n" +
-	"\x05files\x18\t \x03(\tR\x05files\".\n" +
+	"\x05files\x18\t \x03(\tR\x05files\"7\n" +
+	"\tProcesses\x12*\n" +
+	"\x05items\x18\x01 \x03(\v2\x14.gridcity.v1.ProcessR\x05items\"\x95\x01\n" +
+	"\aProcess\x12\x10\n" +
+	"\x03pid\x18\x01 \x01(\x05R\x03pid\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04user\x18\x03 \x01(\tR\x04user\x12\x1f\n" +
+	"\vcpu_percent\x18\x04 \x01(\x01R\n" +
+	"cpuPercent\x12\x1b\n" +
+	"\trss_bytes\x18\x05 \x01(\x04R\brssBytes\x12\x12\n" +
+	"\x04unit\x18\x06 \x01(\tR\x04unit\".\n" +
 	"\x04Gaps\x12&\n" +
 	"\x05items\x18\x01 \x03(\v2\x10.gridcity.v1.GapR\x05items\"3\n" +
 	"\x03Gap\x12\x14\n" +
@@ -3353,7 +3512,7 @@ func file_gridcity_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_gridcity_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_gridcity_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_gridcity_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_gridcity_v1_agent_proto_goTypes = []any{
 	(CommandEvent_Kind)(0),     // 0: gridcity.v1.CommandEvent.Kind
 	(CommandEvent_Stream)(0),   // 1: gridcity.v1.CommandEvent.Stream
@@ -3383,26 +3542,28 @@ var file_gridcity_v1_agent_proto_goTypes = []any{
 	(*Firewall)(nil),           // 25: gridcity.v1.Firewall
 	(*Block)(nil),              // 26: gridcity.v1.Block
 	(*SSHConfig)(nil),          // 27: gridcity.v1.SSHConfig
-	(*Gaps)(nil),               // 28: gridcity.v1.Gaps
-	(*Gap)(nil),                // 29: gridcity.v1.Gap
-	(*CommandEvent)(nil),       // 30: gridcity.v1.CommandEvent
-	(*ProbeResult)(nil),        // 31: gridcity.v1.ProbeResult
-	(*CoordinatorMessage)(nil), // 32: gridcity.v1.CoordinatorMessage
-	(*Settings)(nil),           // 33: gridcity.v1.Settings
-	(*RunCommand)(nil),         // 34: gridcity.v1.RunCommand
-	(*CancelCommand)(nil),      // 35: gridcity.v1.CancelCommand
-	(*ProbeSpec)(nil),          // 36: gridcity.v1.ProbeSpec
-	(*RunProbe)(nil),           // 37: gridcity.v1.RunProbe
-	(*JournalAck)(nil),         // 38: gridcity.v1.JournalAck
-	nil,                        // 39: gridcity.v1.ProbeResult.MetricsEntry
+	(*Processes)(nil),          // 28: gridcity.v1.Processes
+	(*Process)(nil),            // 29: gridcity.v1.Process
+	(*Gaps)(nil),               // 30: gridcity.v1.Gaps
+	(*Gap)(nil),                // 31: gridcity.v1.Gap
+	(*CommandEvent)(nil),       // 32: gridcity.v1.CommandEvent
+	(*ProbeResult)(nil),        // 33: gridcity.v1.ProbeResult
+	(*CoordinatorMessage)(nil), // 34: gridcity.v1.CoordinatorMessage
+	(*Settings)(nil),           // 35: gridcity.v1.Settings
+	(*RunCommand)(nil),         // 36: gridcity.v1.RunCommand
+	(*CancelCommand)(nil),      // 37: gridcity.v1.CancelCommand
+	(*ProbeSpec)(nil),          // 38: gridcity.v1.ProbeSpec
+	(*RunProbe)(nil),           // 39: gridcity.v1.RunProbe
+	(*JournalAck)(nil),         // 40: gridcity.v1.JournalAck
+	nil,                        // 41: gridcity.v1.ProbeResult.MetricsEntry
 }
 var file_gridcity_v1_agent_proto_depIdxs = []int32{
 	5,  // 0: gridcity.v1.AgentMessage.hello:type_name -> gridcity.v1.Hello
 	7,  // 1: gridcity.v1.AgentMessage.state:type_name -> gridcity.v1.StateUpdate
 	6,  // 2: gridcity.v1.AgentMessage.heartbeat:type_name -> gridcity.v1.Heartbeat
-	30, // 3: gridcity.v1.AgentMessage.command_event:type_name -> gridcity.v1.CommandEvent
-	31, // 4: gridcity.v1.AgentMessage.probe_result:type_name -> gridcity.v1.ProbeResult
-	30, // 5: gridcity.v1.Hello.journal:type_name -> gridcity.v1.CommandEvent
+	32, // 3: gridcity.v1.AgentMessage.command_event:type_name -> gridcity.v1.CommandEvent
+	33, // 4: gridcity.v1.AgentMessage.probe_result:type_name -> gridcity.v1.ProbeResult
+	32, // 5: gridcity.v1.Hello.journal:type_name -> gridcity.v1.CommandEvent
 	8,  // 6: gridcity.v1.StateUpdate.host:type_name -> gridcity.v1.HostInfo
 	9,  // 7: gridcity.v1.StateUpdate.cpu:type_name -> gridcity.v1.CPU
 	10, // 8: gridcity.v1.StateUpdate.memory:type_name -> gridcity.v1.Memory
@@ -3412,39 +3573,41 @@ var file_gridcity_v1_agent_proto_depIdxs = []int32{
 	17, // 12: gridcity.v1.StateUpdate.failed_units:type_name -> gridcity.v1.Units
 	19, // 13: gridcity.v1.StateUpdate.containers:type_name -> gridcity.v1.Containers
 	21, // 14: gridcity.v1.StateUpdate.updates:type_name -> gridcity.v1.Updates
-	28, // 15: gridcity.v1.StateUpdate.gaps:type_name -> gridcity.v1.Gaps
+	30, // 15: gridcity.v1.StateUpdate.gaps:type_name -> gridcity.v1.Gaps
 	22, // 16: gridcity.v1.StateUpdate.logins:type_name -> gridcity.v1.Logins
 	23, // 17: gridcity.v1.StateUpdate.defenses:type_name -> gridcity.v1.Defenses
-	12, // 18: gridcity.v1.Disks.items:type_name -> gridcity.v1.Disk
-	14, // 19: gridcity.v1.Listeners.items:type_name -> gridcity.v1.Listener
-	16, // 20: gridcity.v1.Connections.items:type_name -> gridcity.v1.Connection
-	18, // 21: gridcity.v1.Units.items:type_name -> gridcity.v1.Unit
-	20, // 22: gridcity.v1.Containers.items:type_name -> gridcity.v1.Container
-	24, // 23: gridcity.v1.Logins.sources:type_name -> gridcity.v1.AuthSource
-	25, // 24: gridcity.v1.Defenses.firewall:type_name -> gridcity.v1.Firewall
-	27, // 25: gridcity.v1.Defenses.sshd:type_name -> gridcity.v1.SSHConfig
-	26, // 26: gridcity.v1.Firewall.blocks:type_name -> gridcity.v1.Block
-	29, // 27: gridcity.v1.Gaps.items:type_name -> gridcity.v1.Gap
-	0,  // 28: gridcity.v1.CommandEvent.kind:type_name -> gridcity.v1.CommandEvent.Kind
-	1,  // 29: gridcity.v1.CommandEvent.stream:type_name -> gridcity.v1.CommandEvent.Stream
-	39, // 30: gridcity.v1.ProbeResult.metrics:type_name -> gridcity.v1.ProbeResult.MetricsEntry
-	33, // 31: gridcity.v1.CoordinatorMessage.settings:type_name -> gridcity.v1.Settings
-	34, // 32: gridcity.v1.CoordinatorMessage.run_command:type_name -> gridcity.v1.RunCommand
-	35, // 33: gridcity.v1.CoordinatorMessage.cancel_command:type_name -> gridcity.v1.CancelCommand
-	37, // 34: gridcity.v1.CoordinatorMessage.run_probe:type_name -> gridcity.v1.RunProbe
-	6,  // 35: gridcity.v1.CoordinatorMessage.heartbeat:type_name -> gridcity.v1.Heartbeat
-	38, // 36: gridcity.v1.CoordinatorMessage.journal_ack:type_name -> gridcity.v1.JournalAck
-	36, // 37: gridcity.v1.Settings.probes:type_name -> gridcity.v1.ProbeSpec
-	36, // 38: gridcity.v1.RunProbe.probe:type_name -> gridcity.v1.ProbeSpec
-	2,  // 39: gridcity.v1.AgentService.Enroll:input_type -> gridcity.v1.EnrollRequest
-	4,  // 40: gridcity.v1.AgentService.Connect:input_type -> gridcity.v1.AgentMessage
-	3,  // 41: gridcity.v1.AgentService.Enroll:output_type -> gridcity.v1.EnrollResponse
-	32, // 42: gridcity.v1.AgentService.Connect:output_type -> gridcity.v1.CoordinatorMessage
-	41, // [41:43] is the sub-list for method output_type
-	39, // [39:41] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	28, // 18: gridcity.v1.StateUpdate.processes:type_name -> gridcity.v1.Processes
+	12, // 19: gridcity.v1.Disks.items:type_name -> gridcity.v1.Disk
+	14, // 20: gridcity.v1.Listeners.items:type_name -> gridcity.v1.Listener
+	16, // 21: gridcity.v1.Connections.items:type_name -> gridcity.v1.Connection
+	18, // 22: gridcity.v1.Units.items:type_name -> gridcity.v1.Unit
+	20, // 23: gridcity.v1.Containers.items:type_name -> gridcity.v1.Container
+	24, // 24: gridcity.v1.Logins.sources:type_name -> gridcity.v1.AuthSource
+	25, // 25: gridcity.v1.Defenses.firewall:type_name -> gridcity.v1.Firewall
+	27, // 26: gridcity.v1.Defenses.sshd:type_name -> gridcity.v1.SSHConfig
+	26, // 27: gridcity.v1.Firewall.blocks:type_name -> gridcity.v1.Block
+	29, // 28: gridcity.v1.Processes.items:type_name -> gridcity.v1.Process
+	31, // 29: gridcity.v1.Gaps.items:type_name -> gridcity.v1.Gap
+	0,  // 30: gridcity.v1.CommandEvent.kind:type_name -> gridcity.v1.CommandEvent.Kind
+	1,  // 31: gridcity.v1.CommandEvent.stream:type_name -> gridcity.v1.CommandEvent.Stream
+	41, // 32: gridcity.v1.ProbeResult.metrics:type_name -> gridcity.v1.ProbeResult.MetricsEntry
+	35, // 33: gridcity.v1.CoordinatorMessage.settings:type_name -> gridcity.v1.Settings
+	36, // 34: gridcity.v1.CoordinatorMessage.run_command:type_name -> gridcity.v1.RunCommand
+	37, // 35: gridcity.v1.CoordinatorMessage.cancel_command:type_name -> gridcity.v1.CancelCommand
+	39, // 36: gridcity.v1.CoordinatorMessage.run_probe:type_name -> gridcity.v1.RunProbe
+	6,  // 37: gridcity.v1.CoordinatorMessage.heartbeat:type_name -> gridcity.v1.Heartbeat
+	40, // 38: gridcity.v1.CoordinatorMessage.journal_ack:type_name -> gridcity.v1.JournalAck
+	38, // 39: gridcity.v1.Settings.probes:type_name -> gridcity.v1.ProbeSpec
+	38, // 40: gridcity.v1.RunProbe.probe:type_name -> gridcity.v1.ProbeSpec
+	2,  // 41: gridcity.v1.AgentService.Enroll:input_type -> gridcity.v1.EnrollRequest
+	4,  // 42: gridcity.v1.AgentService.Connect:input_type -> gridcity.v1.AgentMessage
+	3,  // 43: gridcity.v1.AgentService.Enroll:output_type -> gridcity.v1.EnrollResponse
+	34, // 44: gridcity.v1.AgentService.Connect:output_type -> gridcity.v1.CoordinatorMessage
+	43, // [43:45] is the sub-list for method output_type
+	41, // [41:43] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_gridcity_v1_agent_proto_init() }
@@ -3460,7 +3623,7 @@ func file_gridcity_v1_agent_proto_init() {
 		(*AgentMessage_ProbeResult)(nil),
 	}
 	file_gridcity_v1_agent_proto_msgTypes[7].OneofWrappers = []any{}
-	file_gridcity_v1_agent_proto_msgTypes[30].OneofWrappers = []any{
+	file_gridcity_v1_agent_proto_msgTypes[32].OneofWrappers = []any{
 		(*CoordinatorMessage_Settings)(nil),
 		(*CoordinatorMessage_RunCommand)(nil),
 		(*CoordinatorMessage_CancelCommand)(nil),
@@ -3474,7 +3637,7 @@ func file_gridcity_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gridcity_v1_agent_proto_rawDesc), len(file_gridcity_v1_agent_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   38,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
