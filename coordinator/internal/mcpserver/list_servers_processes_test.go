@@ -48,7 +48,7 @@ func TestListServersTopProcesses(t *testing.T) {
 	cs := memSession(t, Deps{Fleet: f, Store: es, Topology: topology.New(config.Default(), f, nil), Logger: slog.New(slog.DiscardHandler)})
 
 	out, res := callListServers(t, cs, map[string]any{})
-	if res.IsError || len(out.Servers) != 2 {
+	if res.IsError || len(out.Rows) != 2 {
 		t.Fatalf("list_servers: %+v", res.Content)
 	}
 	raw, _ := json.Marshal(res.StructuredContent)
