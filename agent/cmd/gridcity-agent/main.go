@@ -228,11 +228,15 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, enrollOnly boo
 	}
 
 	// The state directory holds the agent's private key and its command
-	// journal: others may not enter it, whatever the umask made it.
-	if was, err := atomicfile.PrivateDir(*state, "state directory"); err != nil {
-		return configErr("%w", err)
-	} else if was != 0 {
-		logger.Warn("made the state directory private (0700): other users could enter it", "state", *state, "was", fmt.Sprintf("%04o", was))
+	// journal: others may not enter it, whatever the umask made it. A
+	// missing one is left to the enrollment to create (0700, which no umask
+	// widens), so that a refused join line still leaves nothing behind.
+	if _, err := os.Stat(*state); err == nil {
+		if was, err := atomicfile.PrivateDir(*state, "state directory"); err != nil {
+			return configErr("%w", err)
+		} else if was != 0 {
+			logger.Warn("made the state directory private (0700): other users could enter it", "state", *state, "was", fmt.Sprintf("%04o", was))
+		}
 	}
 	id, err := link.LoadIdentity(*state)
 	switch {
