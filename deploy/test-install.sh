@@ -294,7 +294,7 @@ wait_online() {
 		[ -n "$data" ] || data=$resp # a JSON (not SSE) answer
 		if printf '%s' "$data" | grep -q '"isError":true'; then fail "list_servers returned an error: $data"; fi
 		if command -v jq >/dev/null 2>&1; then
-			status=$(printf '%s' "$data" | jq -r '.result.structuredContent.servers[] | select(.name == "test-install-agent") | .status')
+			status=$(printf '%s' "$data" | jq -r '(.result.structuredContent.rows // .result.structuredContent.servers // [])[] | select(.name == "test-install-agent") | .status')
 		else
 			# Without jq: this coordinator knows one server only, so its name and an "online"
 			# status (container states are never "online") in structuredContent say enough.
