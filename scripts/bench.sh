@@ -5,7 +5,9 @@
 # MCP client next to `ssh localhost` running the same command (Debian's
 # openssh-server on a loopback port of its own); the coordinator's memory
 # and CPU per connected agent and its tools' latency with 1,000 and 10,000
-# simulated agents; and the Go benchmarks. Writes bench/report.json and
+# simulated agents; every tool's answer size in both forms on a simulated
+# fleet of 10,000 servers, beside the sizes before the budgets; and the Go
+# benchmarks. Writes bench/report.json and
 # bench/report.md and prints the table. A benchmark, not a test: it exits
 # non-zero only when something failed to run, never because a figure
 # missed its aim.
@@ -291,7 +293,8 @@ if go test -c -o "$tmp/graph.test" ./coordinator/internal/graph >"$tmp/graph-bui
     -gobench "$tmp/mcp.test|$ROOT/coordinator/internal/mcpserver|^BenchmarkTools\$|a whole tool call over an in-memory MCP session on 10,000 targets and 30,000 links: graph, report, the SDK's JSON and schema validation, the client's decoding (steady: graph reused; cold: built anew); aim under 20 ms"
     -gobench "$tmp/mcp.test|$ROOT/coordinator/internal/mcpserver|^BenchmarkListServers\$|list_servers' whole path over an in-memory MCP session on 10,000 servers with the state simulated agents send: a page of 200 without arguments, filtered by district, status or name, the last page, and a page of 1000"
     -gobench "$tmp/store.test|$ROOT/coordinator/internal/store|^BenchmarkAppendMetricsFullHistory\$|one minute's metric buckets of 200 servers (cpu, memory, load, two disks) whose history is full (a day of minutes and a week of quarter hours), pruning included, in the embedded store"
-    -gobench "$tmp/mcp.test|$ROOT/coordinator/internal/mcpserver|^BenchmarkGetMetricsWeek\$|get_metrics' whole path over an in-memory MCP session for one server with a full week of history (cpu, memory, load, four disks) in the embedded store: the default hour, a day, the week"
+    -gobench "$tmp/mcp.test|$ROOT/coordinator/internal/mcpserver|^BenchmarkGetMetricsWeek\$|get_metrics' whole path over an in-memory MCP session for one server with a full week of history (cpu, memory, load, four disks) in the embedded store: the default hour, a day, the week; with its answer's size in both forms"
+    -gobench "$tmp/mcp.test|$ROOT/coordinator/internal/mcpserver|^BenchmarkToolAnswerSizes\$|each tool's answer, in characters of text and of structured content, over an in-memory MCP session on a simulated fleet of 10,000 servers with 1,000 resources, 30,000 links, 2,000 attack sources and 200 failed units (a root cause explaining 5,000 targets): without arguments and with arguments that ask for more"
   )
 else
   cat "$tmp/graph-build.log" >&2

@@ -55,6 +55,30 @@ PASS
 	}
 }
 
+// An answer-size benchmark's forms become rows beside the size before the
+// budgets, where one was recorded, with the budget they are held to.
+func TestSizeRows(t *testing.T) {
+	out := `BenchmarkToolAnswerSizes/incident_report-2   3   29668605 ns/op   15745 structured-chars   15745 text-chars   16000 budget-chars
+BenchmarkToolAnswerSizes/get_topology_target-2   3   7432020 ns/op   49000 structured-chars   47717 text-chars   48000 budget-chars
+`
+	m, order := parseBench(strings.NewReader(out))
+	var rows []Row
+	for _, name := range order {
+		rows = append(rows, sizeRows(name, m[name], "go test")...)
+	}
+	if len(rows) != 4 {
+		t.Fatalf("%d rows: %+v", len(rows), rows)
+	}
+	r := rows[0]
+	if r.Name != "answer size ToolAnswerSizes/incident_report (text)" || r.Value != 15745 || r.PeerValue == nil || *r.PeerValue != 920572 ||
+		r.aim != "within 16000" || !strings.Contains(r.Notes, "recorded") {
+		t.Errorf("incident_report text: %+v", r)
+	}
+	if r := rows[3]; r.Name != "answer size ToolAnswerSizes/get_topology_target (structured)" || r.PeerValue != nil || r.aim != "over the budget of 48000" {
+		t.Errorf("get_topology target structured: %+v", r)
+	}
+}
+
 // The /proc readers work on this very process.
 func TestProcSelf(t *testing.T) {
 	pid := os.Getpid()

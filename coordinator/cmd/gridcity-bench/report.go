@@ -284,8 +284,59 @@ func goBench(bin, dir, re, what, benchtime string, count int) ([]Row, error) {
 			Row{Name: "go bench " + name + " allocs", Unit: "allocs/op", Value: round3(medianF(m["allocs/op"])),
 				Notes: fmt.Sprintf("%s; %.0f B/op.", common, medianF(m["B/op"]))},
 		)
+		rows = append(rows, sizeRows(name, m, common)...)
 	}
 	return rows, nil
+}
+
+// answerForms are the units a benchmark reports an MCP answer's size in:
+// the characters of its text content and of its structured content.
+var answerForms = []struct{ unit, form string }{{"text-chars", "text"}, {"structured-chars", "structured"}}
+
+// sizesBefore are answers' sizes on the same simulated fleet of 10,000
+// servers before issue 14 gave every answer a budget, measured on commit
+// 9f55f45 (its list_servers was a page of 200 whole views, and the text
+// content a copy of the structured JSON, so both forms had one size).
+// They are recorded rather than measured again: that code is gone.
+var sizesBefore = map[string]float64{
+	"ToolAnswerSizes/list_servers":      430996,
+	"ToolAnswerSizes/incident_report":   920572,
+	"ToolAnswerSizes/get_topology":      245250,
+	"ToolAnswerSizes/security_findings": 7915929,
+	"ToolAnswerSizes/list_resources":    406087,
+}
+
+// sizeRows are a benchmark's answer sizes, one row per form, each beside
+// its size before the budgets where that was measured.
+func sizeRows(name string, m map[string][]float64, common string) []Row {
+	var rows []Row
+	for _, f := range answerForms {
+		v, ok := m[f.unit]
+		if !ok {
+			continue
+		}
+		// Exact counts: a character is not rounded away.
+		r := Row{Name: "answer size " + name + " (" + f.form + ")", Unit: "chars", Value: medianF(v)}
+		notes := fmt.Sprintf("characters of the %s content, %s", f.form, common)
+		budget := medianF(m["budget-chars"])
+		if budget > 0 {
+			notes += fmt.Sprintf("; budget %.0f (%s)", budget, map[bool]string{true: "without arguments", false: "with arguments"}[budget < 20000])
+		}
+		if before, ok := sizesBefore[name]; ok {
+			r.Peer, r.PeerValue, r.Ratio = "before the budgets (9f55f45, recorded)", ptr(before), ptr(round3(r.Value/before))
+			notes += fmt.Sprintf("; %s answered %.0f characters before the budgets (commit 9f55f45, recorded, not measured in this run)", name, before)
+		}
+		r.Notes = notes + "."
+		switch {
+		case budget == 0:
+		case r.Value > budget:
+			r.aim = fmt.Sprintf("over the budget of %.0f", budget)
+		default:
+			r.aim = fmt.Sprintf("within %.0f", budget)
+		}
+		rows = append(rows, r)
+	}
+	return rows
 }
 
 // relDir is dir relative to the working directory (the repository root

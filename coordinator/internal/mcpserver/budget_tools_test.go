@@ -425,6 +425,10 @@ func BenchmarkToolAnswerSizes(b *testing.B) {
 		label, name string
 		args        map[string]any
 	}{
+		{"list_servers", "list_servers", nil},
+		{"list_servers_attention", "list_servers", map[string]any{"attention": true}},
+		{"list_servers_name", "list_servers", map[string]any{"name": simfleet.Name(42)}},
+		{"list_servers_full", "list_servers", map[string]any{"full": true}},
 		{"incident_report", "incident_report", nil},
 		{"incident_report_root_cause", "incident_report", map[string]any{"root_cause": bigRoot}},
 		{"get_topology", "get_topology", nil},
@@ -441,10 +445,21 @@ func BenchmarkToolAnswerSizes(b *testing.B) {
 			for b.Loop() {
 				text, structured, _ = answerSizes(b, cs, c.name, c.args)
 			}
-			b.ReportMetric(float64(text), "text-chars")
-			b.ReportMetric(float64(structured), "structured-chars")
+			reportSizes(b, text, structured, c.args)
 		})
 	}
+}
+
+// reportSizes reports an answer's size in both forms and its budget, for
+// make bench's report.
+func reportSizes(b *testing.B, text, structured int, args map[string]any) {
+	budget := budgetDefault
+	if len(args) > 0 {
+		budget = budgetArgs
+	}
+	b.ReportMetric(float64(text), "text-chars")
+	b.ReportMetric(float64(structured), "structured-chars")
+	b.ReportMetric(float64(budget), "budget-chars")
 }
 
 // TestToolsListLeavesRoomForMoreTools: the whole tools/list answer, every

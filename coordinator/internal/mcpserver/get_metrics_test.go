@@ -323,12 +323,16 @@ func BenchmarkGetMetricsWeek(b *testing.B) {
 		}
 		b.Run(label, func(b *testing.B) {
 			b.ReportAllocs()
+			var text, structured int
 			for b.Loop() {
-				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_metrics", Arguments: args})
-				if err != nil || res.IsError {
-					b.Fatalf("get_metrics %v: %v %+v", args, err, res)
-				}
+				text, structured, _ = answerSizes(b, cs, "get_metrics", args)
 			}
+			// The target is required; since is an argument beyond it.
+			var beyond map[string]any
+			if since != "" {
+				beyond = map[string]any{"since": since}
+			}
+			reportSizes(b, text, structured, beyond)
 		})
 	}
 }
