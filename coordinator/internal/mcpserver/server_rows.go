@@ -152,13 +152,10 @@ func reasonsOf(srv fleet.Server, status string, now time.Time) []reason {
 		}
 	}
 	if st.GetLogins() != nil {
-		// Only the logins and the firewall's blocks: attacks need no more,
-		// and the exposures judged from the rest cost more than the row.
-		only := &gridcityv1.StateUpdate{Logins: st.GetLogins(), Defenses: &gridcityv1.Defenses{Firewall: st.GetDefenses().GetFirewall()}}
-		rep := security.Judge([]fleet.Server{{Name: srv.Name, Online: true, State: only}}, nil, now, security.DefaultOptions())
-		for _, a := range rep.Attacks {
+		// Only the open attacks: the exposures judged from the rest of the
+		// state cost more than the row.
+		for _, a := range security.OpenAttacks(srv.Name, st, now, security.DefaultOptions()) {
 			switch {
-			case a.State != "open":
 			case a.Kind == security.KindLoginAfterFails:
 				rs = append(rs, reason{"attack", 90, fmt.Sprintf("login as %s from %s after %d failures", a.LastSuccessUser, a.Source, a.Count)})
 			case !a.Blocked:

@@ -187,6 +187,33 @@ type block struct {
 	by  string
 }
 
+// OpenAttacks are the attacks on one server still open at now: what a
+// row of list_servers says of it. The sources whose attacks ended are
+// passed over before any address is parsed or advice written, so that a
+// fleet of 10,000 servers is judged in a few milliseconds.
+func OpenAttacks(server string, st *gridcityv1.StateUpdate, now time.Time, o Options) []Attack {
+	var out []Attack
+	var blocks []block
+	parsed := false
+	open := func(atUnix int64) bool { return now.Sub(unix(atUnix)) <= o.OpenFor }
+	for _, src := range st.GetLogins().GetSources() {
+		bruteForce := src.GetFailures() >= o.AttackFailures && open(src.GetLastSeenUnix())
+		loginAfter := src.GetSuccesses() > 0 && src.GetFailuresBeforeSuccess() >= o.AttackFailures && open(src.GetLastSuccessUnix())
+		if !bruteForce && !loginAfter {
+			continue
+		}
+		if !parsed {
+			blocks, parsed = parseBlocks(st.GetDefenses().GetFirewall().GetBlocks()), true
+		}
+		for _, a := range attacks(server, src, blocks, now, o) {
+			if a.State == "open" {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
 func parseBlocks(bs []*gridcityv1.Block) []block {
 	var out []block
 	for _, b := range bs {

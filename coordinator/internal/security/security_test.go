@@ -1,6 +1,7 @@
 package security
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -238,5 +239,58 @@ func TestShortenedFindingsNameTheFullCall(t *testing.T) {
 				t.Fatalf("attacks %+v; want %d users and %d more", rep.Attacks, tc.wantUsers, tc.wantUserMore)
 			}
 		})
+	}
+}
+
+// TestOpenAttacksAgreesWithJudge: OpenAttacks, which passes over ended
+// sources before judging them, finds exactly the open attacks Judge finds,
+// on sources around every threshold (failures, the open window, logins
+// after failures, blocks, addresses that are not addresses).
+func TestOpenAttacksAgreesWithJudge(t *testing.T) {
+	o := DefaultOptions()
+	var sources []*gridcityv1.AuthSource
+	i := 0
+	for _, failures := range []uint32{0, 4, 5, 40} {
+		for _, seen := range []time.Duration{0, o.OpenFor - time.Second, o.OpenFor, o.OpenFor + time.Second, 3 * time.Hour} {
+			for _, before := range []uint32{0, 4, 5} {
+				for _, success := range []time.Duration{-1, time.Minute, o.OpenFor + time.Minute} {
+					i++
+					src := &gridcityv1.AuthSource{Address: "198.51.100." + strconv.Itoa(i%250), Failures: failures, LastSeenUnix: ago(seen),
+						FirstSeenUnix: ago(seen + time.Hour), FailuresBeforeSuccess: before, LastSuccessUser: "u"}
+					if i%7 == 0 {
+						src.Address = "203.0.113." + strconv.Itoa(i%250)
+					}
+					if i%31 == 0 {
+						src.Address = "not an address"
+					}
+					if success >= 0 {
+						src.Successes, src.LastSuccessUnix = 1, ago(success)
+					}
+					sources = append(sources, src)
+				}
+			}
+		}
+	}
+	st := &gridcityv1.StateUpdate{Logins: &gridcityv1.Logins{Sources: sources},
+		Defenses: &gridcityv1.Defenses{Firewall: &gridcityv1.Firewall{Blocks: []*gridcityv1.Block{{Network: "203.0.113.0/24", By: "nft"}}}}}
+	type brief struct {
+		kind, source string
+		count        int
+		blocked      bool
+	}
+	var want, got []brief
+	for _, a := range Judge([]fleet.Server{{Name: "web-1", Online: true, State: st}}, nil, now, o).Attacks {
+		if a.State == "open" {
+			want = append(want, brief{a.Kind, a.Source, a.Count, a.Blocked})
+		}
+	}
+	for _, a := range OpenAttacks("web-1", st, now, o) {
+		got = append(got, brief{a.Kind, a.Source, a.Count, a.Blocked})
+	}
+	order := func(a, b brief) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) }
+	slices.SortFunc(want, order)
+	slices.SortFunc(got, order)
+	if len(want) == 0 || !slices.Equal(got, want) {
+		t.Fatalf("open attacks of %d sources:\n got %d %v\nwant %d %v", len(sources), len(got), got, len(want), want)
 	}
 }

@@ -3,26 +3,57 @@ package gridcityv1
 import (
 	"cmp"
 	"slices"
-
-	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // MergeState applies the update src onto the state dst: each section set
 // in src replaces dst's whole (shared, not copied), the rest of dst stays.
 // dst.Full is left as it is; collected_unix_ms follows src when src has one.
-// The sections are walked by reflection, so a section added to the proto
-// merges without touching this function.
+// The sections are named one by one (a reflective walk cost a fleet of
+// 10,000 a third of list_servers' time); TestMergeStateEverySection fails
+// when a section added to the proto is not named here.
 func MergeState(dst, src *StateUpdate) {
 	if dst == nil || src == nil {
 		return
 	}
-	dr := dst.ProtoReflect()
-	src.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		if fd.Message() != nil {
-			dr.Set(fd, v)
-		}
-		return true
-	})
+	if src.Host != nil {
+		dst.Host = src.Host
+	}
+	if src.Cpu != nil {
+		dst.Cpu = src.Cpu
+	}
+	if src.Memory != nil {
+		dst.Memory = src.Memory
+	}
+	if src.Disks != nil {
+		dst.Disks = src.Disks
+	}
+	if src.Listeners != nil {
+		dst.Listeners = src.Listeners
+	}
+	if src.Connections != nil {
+		dst.Connections = src.Connections
+	}
+	if src.FailedUnits != nil {
+		dst.FailedUnits = src.FailedUnits
+	}
+	if src.Containers != nil {
+		dst.Containers = src.Containers
+	}
+	if src.Updates != nil {
+		dst.Updates = src.Updates
+	}
+	if src.Gaps != nil {
+		dst.Gaps = src.Gaps
+	}
+	if src.Logins != nil {
+		dst.Logins = src.Logins
+	}
+	if src.Defenses != nil {
+		dst.Defenses = src.Defenses
+	}
+	if src.Processes != nil {
+		dst.Processes = src.Processes
+	}
 	if ms := src.GetCollectedUnixMs(); ms != 0 {
 		dst.CollectedUnixMs = ms
 	}
