@@ -47,14 +47,19 @@ func triageText(target string, scope store.Scope) string {
 	var b strings.Builder
 	b.WriteString("Triage the current incident in my gridcity fleet. Work through these steps in order and tell me briefly what each one showed.\n\n")
 	b.WriteString("1. Call incident_report. Root causes are troubled targets whose own dependencies are healthy: everything a root cause explains " +
-		"should recover with it, so work on root causes, not symptoms. If nothing is troubled, say so and stop.\n")
+		"should recover with it, so work on root causes, not symptoms. They come ranked, the one that explains most first, each with the first " +
+		"targets it explains and counts of the rest; incident_report {\"root_cause\": ID} lists everything one explains, and nextAfter pages on. " +
+		"If nothing is troubled, say so and stop. list_servers without arguments is the fleet at a glance if you need it: counts, then the " +
+		"servers needing attention first, each with why.\n")
 	if target = strings.TrimSpace(target); target != "" {
 		fmt.Fprintf(&b, "   Start from %q: if it is not a root cause itself, follow its rootCause in the report and work on that.\n", target)
 	}
 	b.WriteString("2. For each root cause (the one that explains most first), call get_topology with it as target to see what depends on it " +
 		"(its blast radius), then diagnose with it as target. diagnose climbs agent → host → service → port → reachable → handshake and stops " +
-		"at the first rung that fails; read its diagnoses and their evidence. For a server, list_servers {\"name\": SERVER} shows everything its agent " +
-		"collected (failed units, disks, listening ports with their processes, gaps).\n")
+		"at the first rung that fails; read its diagnoses and their evidence (on a busy host, the processes responsible). For a server, " +
+		"list_servers {\"name\": SERVER} shows everything its agent collected (failed units, disks, listening ports with their processes, " +
+		"its top processes, gaps), and get_metrics {\"target\": SERVER} its last hour of CPU, memory, load and disks: when the trouble began " +
+		"and whether a disk is filling (fullIn).\n")
 	b.WriteString("3. Choose a fix: prefer one that diagnose marks verified, then a runbook that matches the target (list_runbooks), then a command " +
 		"of your own. Look before you change anything: a read-only command (systemctl status, journalctl -n 50) first.\n")
 	if scope == store.ScopeOperate {
