@@ -65,7 +65,7 @@ func addRunCommand(s *mcp.Server, d Deps) {
 		Title: "Run a command (a person approves it first)",
 		Description: "Ask to run a shell command on a server. Nothing runs until a person approves it on a card in the gridcity app; " +
 			"they see the command, the server, your reason and your client's name, and may deny it with a note. " +
-			"The call waits up to 25 s: if the command finished by then you get its exit code and output (first 8 KB and last 24 KB of each stream); " +
+			"The call waits up to 25 s: if the command finished by then you get its exit code and output (first 8 KB and last 24 KB of each stream, less when both would pass 48,000 characters; truncated counts what was cut); " +
 			"otherwise status is waiting with a requestId: tell the user to look at the app, then call wait_for_command with that request_id. " +
 			"Unanswered requests are denied after 5 minutes. A secret the command needs (a token for --password-stdin) goes in input: the approver types it; you never see it. " +
 			"Use read-only commands to look before you change anything, and set risky for anything that could break a service.",
@@ -168,6 +168,7 @@ func resultOf(r command.Request, appURL string) CommandResult {
 			out.Next = "See detail."
 		}
 	}
+	fitResult(&out)
 	return out
 }
 
