@@ -322,7 +322,7 @@ func TestStdioBridgeForwardsEverything(t *testing.T) {
 	}
 
 	rr, err := sc.ReadResource(ctx, &mcp.ReadResourceParams{URI: "gridcity://servers/web-1"})
-	if err != nil || len(rr.Contents) != 1 || !strings.Contains(rr.Contents[0].Text, `"name": "web-1"`) {
+	if err != nil || len(rr.Contents) != 1 || !strings.Contains(rr.Contents[0].Text, `"name":"web-1"`) {
 		t.Errorf("read gridcity://servers/web-1: %v %+v", err, rr)
 	}
 	if _, err := sc.ReadResource(ctx, &mcp.ReadResourceParams{URI: "gridcity://servers/web-9"}); err == nil || !strings.Contains(err.Error(), `unknown server "web-9"`) {

@@ -246,6 +246,38 @@ func TestToolAnswersFitTheBudgetOnABigFleet(t *testing.T) {
 	}
 }
 
+// TestResourcesFitTheBudgetOnABigFleet: the resources a client attaches
+// whole (the servers, the topology, the incidents) are within the budget
+// of an answer without arguments on 10,000 servers, and the servers'
+// index counts what it leaves out, the offline servers first in it.
+func TestResourcesFitTheBudgetOnABigFleet(t *testing.T) {
+	cs := memSession(t, bigFleet(t))
+	for _, uri := range []string{"gridcity://servers", "gridcity://topology", "gridcity://incidents", "gridcity://servers/" + simfleet.Name(7)} {
+		res, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri})
+		if err != nil {
+			t.Fatalf("%s: %v", uri, err)
+		}
+		text := res.Contents[0].Text
+		if n := len([]rune(text)); n > budgetDefault {
+			t.Errorf("%s: %d characters; want at most %d", uri, n, budgetDefault)
+		}
+		if uri != "gridcity://servers" {
+			continue
+		}
+		var idx ServerIndex
+		if err := json.Unmarshal([]byte(text), &idx); err != nil {
+			t.Fatal(err)
+		}
+		omitted := 0
+		for _, n := range idx.Omitted {
+			omitted += n
+		}
+		if idx.Total != bigServers || !idx.Truncated || len(idx.Servers)+omitted != bigServers || idx.More == "" || idx.Servers[0].Status != "offline" {
+			t.Errorf("servers index: total %d, %d listed, %d omitted, truncated %v, more %q, first %+v", idx.Total, len(idx.Servers), omitted, idx.Truncated, idx.More, idx.Servers[0])
+		}
+	}
+}
+
 // TestEveryRootCauseIsCountedAndReachable: the incident report on the big
 // fleet counts every root cause, lists the one explaining 5,000 targets
 // first, and following nextAfter, then root_cause with explainsNextAfter,
