@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -240,9 +241,10 @@ func TestToolAnswersFitTheBudgetOnABigFleet(t *testing.T) {
 	}
 	var dg DiagnoseOutput
 	withinBudget(t, cs, "diagnose", map[string]any{"target": simfleet.Name(bigFullDisks)}, &dg)
-	if dg.DiagnosesCount < 300 || len(dg.Diagnoses) == 0 || len(dg.Diagnoses) >= dg.DiagnosesCount || dg.FixesCount < 300 || len(dg.Fixes) == 0 {
-		t.Errorf("diagnose of the server with 300 full disks: %d diagnoses listed of %d, %d fixes of %d; want some of over 300 of each",
-			len(dg.Diagnoses), dg.DiagnosesCount, len(dg.Fixes), dg.FixesCount)
+	if dg.DiagnosesCount < 300 || len(dg.Diagnoses) == 0 || len(dg.Diagnoses) >= dg.DiagnosesCount || dg.FixesCount < 300 || len(dg.Fixes) == 0 ||
+		!strings.Contains(dg.More, `list_servers {"name": "`+simfleet.Name(bigFullDisks)+`"}`) {
+		t.Errorf("diagnose of the server with 300 full disks: %d diagnoses listed of %d, %d fixes of %d, more %q; want some of over 300 of each, and where the rest is",
+			len(dg.Diagnoses), dg.DiagnosesCount, len(dg.Fixes), dg.FixesCount, dg.More)
 	}
 }
 

@@ -40,6 +40,7 @@ type DiagnoseOutput struct {
 	Attempts       []AttemptView `json:"attempts" jsonschema:"every read-only connection attempt and name lookup this call made"`
 	AttemptsCount  int           `json:"attemptsCount" jsonschema:"how many attempts were made, however many are listed"`
 	Runbooks       []string      `json:"runbooks" jsonschema:"configured runbooks that match the target (list_runbooks shows them)"`
+	More           string        `json:"more,omitempty" jsonschema:"when a list was cut short: where the rest of the facts behind it are"`
 	GeneratedAt    string        `json:"generatedAt"`
 	DurationMs     int64         `json:"durationMs"`
 }
@@ -158,7 +159,24 @@ func diagnoseView(rep doctor.Report) DiagnoseOutput {
 		return AttemptView{From: a.From, Purpose: a.Purpose, Engine: a.Engine, Target: a.Target, Answered: a.Answered,
 			OK: a.OK, Reason: a.Reason, LatencyMs: float64(a.Latency.Microseconds()) / 1000, Addresses: a.Addresses}
 	}, left)
+	if len(out.Diagnoses) < out.DiagnosesCount || len(out.Fixes) < out.FixesCount || len(out.Attempts) < out.AttemptsCount {
+		out.More = moreDiagnosis(rep)
+	}
 	return out
+}
+
+// moreDiagnosis says where the facts behind a diagnosis cut short are: the
+// host's whole state, where a host is known.
+func moreDiagnosis(rep doctor.Report) string {
+	host := rep.HostedOn
+	if rep.Kind == "server" {
+		host = rep.Name
+	}
+	if host == "" {
+		return "the first diagnoses, fixes and attempts are listed, most important first; fix those and call diagnose again for the rest"
+	}
+	return fmt.Sprintf("the first diagnoses, fixes and attempts are listed, most important first; list_servers {\"name\": %q} has every disk, unit, "+
+		"listener and process of %s they come from, and diagnose again after a fix lists the rest", host, host)
 }
 
 // The prober asks agents for on-demand probes.
