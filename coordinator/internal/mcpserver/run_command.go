@@ -60,7 +60,7 @@ type Truncated struct {
 }
 
 func addRunCommand(s *mcp.Server, d Deps) {
-	mcp.AddTool(s, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "run_command",
 		Title: "Run a command (a person approves it first)",
 		Description: "Ask to run a shell command on a server. Nothing runs until a person approves it on a card in the gridcity app; " +
@@ -98,7 +98,7 @@ func addRunCommand(s *mcp.Server, d Deps) {
 }
 
 func addWaitForCommand(s *mcp.Server, d Deps) {
-	mcp.AddTool(s, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "wait_for_command",
 		Title: "Wait for a command's result",
 		Description: "Wait again for a command that run_command returned as waiting: returns its result, or waiting once more after about 45 s. " +

@@ -355,19 +355,13 @@ func outputSchema[T any]() *jsonschema.Schema {
 	if err != nil {
 		panic(fmt.Sprintf("output schema of %T: %v", *new(T), err))
 	}
+	// Slices are always sent ([] for none) and pointers are omitempty, so
+	// no value is ever null.
+	dropNull(s)
 	var walk func(s *jsonschema.Schema, depth int)
 	walk = func(s *jsonschema.Schema, depth int) {
 		if s == nil {
 			return
-		}
-		// Slices are always sent ([] for none) and pointers are omitempty,
-		// so no value is ever null.
-		if len(s.Types) == 2 && slices.Contains(s.Types, "null") {
-			other := s.Types[0]
-			if other == "null" {
-				other = s.Types[1]
-			}
-			s.Types, s.Type = nil, other
 		}
 		if depth > 0 {
 			s.Description = ""
