@@ -70,11 +70,11 @@ func (rt *recordingTransport) exchanges() []exchange {
 }
 
 // approveAfterProgress plays the person and the agent for the next
-// command request: once the request exists and its caller has heard at
-// least three progress notifications (its call is being held open), it
+// command request: once the request exists and its caller has heard n
+// progress notifications (its call is being held open), it
 // approves it, and the agent runs it and prints out. It returns the
 // request as it was created, or an error.
-func approveAfterProgress(e *env, events <-chan command.Event, progressed <-chan string, out string) <-chan any {
+func approveAfterProgress(e *env, events <-chan command.Event, progressed <-chan string, n int, out string) <-chan any {
 	done := make(chan any, 1)
 	go func() {
 		ctx := context.Background()
@@ -85,7 +85,7 @@ func approveAfterProgress(e *env, events <-chan command.Event, progressed <-chan
 				break
 			}
 		}
-		for range 3 {
+		for range n {
 			<-progressed
 		}
 		if _, err := e.cmds.Approve(ctx, created.ID, "alice", command.Approval{Note: "go ahead"}); err != nil {
@@ -163,7 +163,7 @@ func TestGoClientInEachEra(t *testing.T) {
 
 			events, stop := e.cmds.Subscribe()
 			defer stop()
-			done := approveAfterProgress(e, events, progressed, "up 3 days\n")
+			done := approveAfterProgress(e, events, progressed, 3, "up 3 days\n")
 			params := &mcp.CallToolParams{Name: "run_command", Arguments: map[string]any{"server": "web-1", "command": "uptime", "reason": "look", "timeout_seconds": 10}}
 			params.SetProgressToken("run-1")
 			res, got := callParams(t, cs, params)
@@ -402,7 +402,7 @@ func TestStatelessRunCommandIsOneResponse(t *testing.T) {
 	events, stop := e.cmds.Subscribe()
 	defer stop()
 	progressed := make(chan string, 1000)
-	done := approveAfterProgress(e, events, progressed, "ok\n")
+	done := approveAfterProgress(e, events, progressed, 3, "ok\n")
 	body := modernBody(t, 7, "tools/call", `{"name":"run_command","arguments":{"server":"web-1","command":"true","reason":"look","timeout_seconds":5},"_meta":{"progressToken":"p7"}}`)
 	resp := post(t, e.srv.URL, e.token, modernHeader("tools/call", "run_command"), body)
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
@@ -436,6 +436,59 @@ func TestStatelessRunCommandIsOneResponse(t *testing.T) {
 	}
 	if notes < 3 {
 		t.Errorf("%d progress notifications; want at least the 3 heard before the approval", notes)
+	}
+}
+
+// With the production timings (run_command holds the call up to 25 s and
+// reports progress every 5 s), a stateless call approved 20 s into its
+// wait returns the command's result on its one POST.
+func TestStatelessRunCommandApprovedLate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnvTimed(t, DefaultGuardConfig(), timing{})
+	e.fleet.Connect(&gridcityv1.Hello{Name: "web-1", CommandsEnabled: true, RunAs: "root"})
+	late := make(chan string, 1)
+	c := mcp.NewClient(&mcp.Implementation{Name: "late", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			if req.Params.Progress >= 20 {
+				select {
+				case late <- req.Params.Message:
+				default:
+				}
+			}
+		},
+	})
+	rec := &recordingTransport{token: e.token}
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.srv.URL + "/mcp", HTTPClient: &http.Client{Transport: rec}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	events, stop := e.cmds.Subscribe()
+	defer stop()
+	done := approveAfterProgress(e, events, late, 1, "late\n")
+	start := time.Now()
+	params := &mcp.CallToolParams{Name: "run_command", Arguments: map[string]any{"server": "web-1", "command": "true", "reason": "look", "timeout_seconds": 5}}
+	params.SetProgressToken("late")
+	res, got := callParams(t, cs, params)
+	took := time.Since(start)
+	if r, ok := (<-done).(error); ok {
+		t.Fatal(r)
+	}
+	if res.IsError || got.Status != "completed" || got.Stdout != "late\n" || took < 20*time.Second || took > 25*time.Second {
+		t.Fatalf("after %s: %+v %+v; want the completed command between 20 and 25 s", took, res, got)
+	}
+	calls := 0
+	for _, x := range rec.exchanges() {
+		if x.rpcMethod == "tools/call" {
+			calls++
+		}
+		if x.session != "" || x.version != modernVersion {
+			t.Errorf("exchange %+v; want stateless 2026-07-28", x)
+		}
+	}
+	if calls != 1 {
+		t.Errorf("%d tools/call requests; want the one POST", calls)
 	}
 }
 
