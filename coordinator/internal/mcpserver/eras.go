@@ -32,8 +32,8 @@ import (
 // opens a session. So eraRouter picks the handler per request. It also
 // answers, as JSON-RPC errors, the protocol faults the SDK answers as
 // plain text: a body that is not JSON, a legacy request that needs a
-// session and has none, and a call the SDK refuses inside a session
-// (an unknown method above all).
+// session and has none, and a message the SDK refuses (an unknown method
+// above all).
 
 // modernVersion is the first revision without sessions (SEP-2575).
 const modernVersion = "2026-07-28"
@@ -46,7 +46,7 @@ const (
 // sdkServerMethods are the requests go-sdk v1.8.0's server answers (its
 // serverMethodInfos), so that a call of any other method is known to be
 // unknown. A method missing here is still served: the SDK is asked first
-// and only its refusal is rewritten (see legacyCall); a test sends each
+// and only its refusal is rewritten (see answer); a test sends each
 // one in a session to keep the list honest.
 var sdkServerMethods = []string{
 	"initialize", "ping", "server/discover",
@@ -96,15 +96,11 @@ func (e eraRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case msg.modern(r):
-		e.modern.ServeHTTP(w, r)
+		e.answer(e.modern, w, r, msg, true)
 	case r.Header.Get(sessionIDHeader) != "":
-		if msg.call() && !msg.batch {
-			e.legacyCall(w, r, msg)
-			return
-		}
-		e.legacy.ServeHTTP(w, r)
+		e.answer(e.legacy, w, r, msg, false)
 	case msg.initialize:
-		e.legacy.ServeHTTP(w, r)
+		e.answer(e.legacy, w, r, msg, false)
 	default:
 		// The 2025 revisions: "Servers that require a session ID SHOULD
 		// respond to requests without an Mcp-Session-Id header (other than
@@ -117,26 +113,37 @@ func (e eraRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// legacyCall serves one call in a legacy session. The SDK refuses a call
-// it cannot take (an unknown method, missing params) with a plain-text
-// 400, which clients report as a broken transport rather than as the
-// call's error; that refusal becomes the call's JSON-RPC error, answered
-// 200 like any other error of a live session. (A 404 would tell the
-// client that its session is gone.) Everything else passes untouched.
-func (e eraRouter) legacyCall(w http.ResponseWriter, r *http.Request, msg rpcPeek) {
+// answer serves one message with h. The SDK refuses a message it cannot
+// take (an unknown method, a call without params, a wrong Accept header)
+// with a plain-text 400, which clients report as a broken transport
+// rather than as the call's error; that refusal becomes a JSON-RPC error
+// (-32601 for an unknown method, else -32600) in a JSON body. In a
+// legacy session a call's error is answered 200 like any other error of
+// a live session (a 404 would tell the client that its session is gone);
+// a notification's, and a stateless request's, keeps the 400. Anything
+// else passes untouched, streams included. (A 2025-03-26 batch is left
+// to the SDK.)
+func (e eraRouter) answer(h http.Handler, w http.ResponseWriter, r *http.Request, msg rpcPeek, modern bool) {
+	if msg.batch {
+		h.ServeHTTP(w, r)
+		return
+	}
 	hw := &heldRefusal{ResponseWriter: w}
-	e.legacy.ServeHTTP(hw, r)
+	h.ServeHTTP(hw, r)
 	if !hw.held {
 		return
 	}
-	h := w.Header()
-	h.Del("X-Content-Type-Options")
+	w.Header().Del("X-Content-Type-Options")
 	code, text := int64(jsonrpc.CodeInvalidRequest), strings.TrimSpace(hw.body.String())
-	if !knownMethod(msg.method) {
+	if msg.method != "" && !knownMethod(msg.method) {
 		code = jsonrpc.CodeMethodNotFound
 		text = fmt.Sprintf("method %q is not an MCP method this server answers; it answers %s", msg.method, strings.Join(sdkServerMethods, ", "))
 	}
-	writeRPCError(w, http.StatusOK, msg.id, code, text)
+	status := http.StatusBadRequest
+	if msg.call() && !modern {
+		status = http.StatusOK
+	}
+	writeRPCError(w, status, msg.id, code, text)
 }
 
 func knownMethod(m string) bool {
@@ -149,7 +156,7 @@ func knownMethod(m string) bool {
 }
 
 // heldRefusal passes a response through unless it is a plain-text 400
-// (http.Error's), whose body it holds back for legacyCall to replace.
+// (http.Error's), whose body it holds back for answer to replace.
 type heldRefusal struct {
 	http.ResponseWriter
 	held  bool

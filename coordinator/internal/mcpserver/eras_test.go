@@ -566,6 +566,8 @@ func TestProtocolFaultsAreJSONRPCErrors(t *testing.T) {
 		{"notification without a session", map[string]string{protocolVersionHeader: "2025-11-25"}, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, http.StatusBadRequest, -32600, "session"},
 		{"body that is not JSON", nil, `{"jsonrpc":"2.0","id":`, http.StatusBadRequest, -32700, "not a JSON-RPC message"},
 		{"unknown method, stateless", modernHeader("bogus/method", ""), string(modernBody(t, 10, "bogus/method", `{}`)), http.StatusNotFound, -32601, "bogus/method"},
+		{"unknown notification in a session", inSession, `{"jsonrpc":"2.0","method":"notifications/bogus"}`, http.StatusBadRequest, -32601, `"notifications/bogus"`},
+		{"call without its params, stateless", modernHeader("tools/call", ""), `{"jsonrpc":"2.0","id":13,"method":"tools/call"}`, http.StatusBadRequest, -32600, "params"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := post(t, e.srv.URL, e.token, tc.header, []byte(tc.body))
