@@ -79,7 +79,6 @@ const allToolNames = "diagnose,get_metrics,get_topology,incident_report,list_res
 // gridcity. Each failure names the client, the step and the answer.
 func TestMCPClients(t *testing.T) {
 	t.Parallel()
-	node := nodeClients(t)
 	c := startCoordinator(t)
 	tok := c.token()
 	const agent = "mx-web-1"
@@ -90,9 +89,9 @@ func TestMCPClients(t *testing.T) {
 
 	t.Run("mcp-go", func(t *testing.T) { testMCPGo(t, c, app, tok, agent) })
 	for _, era := range []string{"legacy", "modern"} {
-		t.Run("inspector-"+era, func(t *testing.T) { testInspector(t, node, endpoint, tok, agent, era) })
+		t.Run("inspector-"+era, func(t *testing.T) { testInspector(t, nodeClients(t), endpoint, tok, agent, era) })
 	}
-	t.Run("conformance", func(t *testing.T) { testConformance(t, node, endpoint, tok) })
+	t.Run("conformance", func(t *testing.T) { testConformance(t, nodeClients(t), endpoint, tok) })
 }
 
 // testMCPGo builds the test-only mcp-go module (coordinator/e2e/mcpgoclient,
