@@ -463,9 +463,6 @@ async function main() {
     summary.protocolVersion = sdk.protocolVersion(client, transport) ?? null;
     log(`${sdk.label} connected over ${summary.transport} (${summary.era} era, protocol ${summary.protocolVersion}): server ${info?.name} ${info?.version}`);
     if (summary.era !== sdk.wantEra) fail(`${sdk.label}: connected in the ${summary.era} era; want ${sdk.wantEra}`);
-    // A stateless answer carries no session: nothing may tie a later request
-    // to this replica.
-    if (summary.era === 'modern' && transport.sessionId) fail(`stateless connection was given session ${transport.sessionId}`);
     if (!client.getServerCapabilities()?.tools) fail('server does not advertise the tools capability');
 
     // 3. The tool list, every page of it.
@@ -572,7 +569,10 @@ async function main() {
     }
 
     if (!opts.stdio && transport.sessionId) {
-        await transport.terminateSession().catch(err => log(`note: ending the session: ${describe(err)}`));
+        // A stateless answer carries no session: nothing may tie a later
+        // request to the coordinator that answered this one.
+        if (summary.era === 'modern') fail(`the stateless connection was given session ${transport.sessionId}`);
+        else await transport.terminateSession().catch(err => log(`note: ending the session: ${describe(err)}`));
     }
     client.onerror = undefined;
     await client.close().catch(() => {});
