@@ -85,7 +85,7 @@ type AttemptView struct {
 }
 
 func addDiagnose(s *mcp.Server, d Deps) {
-	mcp.AddTool(s, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "diagnose",
 		Title: "Diagnose a target",
 		Description: "Why one server or resource is in trouble, and what would fix it. The Doctor climbs a ladder and stops at the first rung that fails: agent connected → " +

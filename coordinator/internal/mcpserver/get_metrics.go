@@ -87,7 +87,7 @@ var steps = []time.Duration{time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * 
 	2 * 24 * time.Hour, 4 * 24 * time.Hour, 7 * 24 * time.Hour}
 
 func addGetMetrics(s *mcp.Server, d Deps) {
-	mcp.AddTool(s, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "get_metrics",
 		Title: "Get a server's metric history",
 		Description: "Show how one server's CPU, memory, load and disks have moved: one series per metric with points [time, min, avg, max] " +

@@ -89,7 +89,7 @@ type LinkView struct {
 }
 
 func addGetTopology(s *mcp.Server, d Deps) {
-	mcp.AddTool(s, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "get_topology",
 		Title: "Get the topology",
 		Description: "How the fleet fits together. Without a target: the districts (the first members of each) and the uses links, declared in the config or discovered " +

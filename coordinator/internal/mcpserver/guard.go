@@ -324,25 +324,41 @@ func (s *statusRecorder) Flush() {
 // Unwrap lets http.ResponseController reach the real writer.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-// logInitialize notes each new MCP session with the client's name, so that
-// the log says which AI client connected with which token.
+// logInitialize notes each client that opens: a 2025 session's initialize
+// or a 2026-07-28 client's server/discover, with the client's name, so
+// that the log says which AI client connected with which token.
 func logInitialize(logger *slog.Logger, r *http.Request, body []byte) {
-	if len(body) > 64<<10 || !bytes.Contains(body, []byte(`"initialize"`)) {
+	if len(body) > 64<<10 || !bytes.Contains(body, []byte(`"initialize"`)) && !bytes.Contains(body, []byte(`"server/discover"`)) {
 		return
+	}
+	type clientInfo struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
 	}
 	var msg struct {
 		Method string `json:"method"`
 		Params struct {
-			ClientInfo struct {
-				Name    string `json:"name"`
-				Version string `json:"version"`
-			} `json:"clientInfo"`
+			ClientInfo clientInfo `json:"clientInfo"`
+			Meta       struct {
+				ClientInfo      clientInfo `json:"io.modelcontextprotocol/clientInfo"`
+				ProtocolVersion string     `json:"io.modelcontextprotocol/protocolVersion"`
+			} `json:"_meta"`
+			ProtocolVersion string `json:"protocolVersion"`
 		} `json:"params"`
 	}
-	if json.Unmarshal(body, &msg) != nil || msg.Method != "initialize" {
+	if json.Unmarshal(body, &msg) != nil {
 		return
 	}
-	logger.Info("mcp client connecting", "client", ClientName(r.Header), "clientInfo", clean(msg.Params.ClientInfo.Name), "clientVersion", clean(msg.Params.ClientInfo.Version), "remote", r.RemoteAddr)
+	ci, version := msg.Params.ClientInfo, msg.Params.ProtocolVersion
+	switch msg.Method {
+	case "initialize":
+	case "server/discover":
+		ci, version = msg.Params.Meta.ClientInfo, msg.Params.Meta.ProtocolVersion
+	default:
+		return
+	}
+	logger.Info("mcp client connecting", "client", ClientName(r.Header), "clientInfo", clean(ci.Name), "clientVersion", clean(ci.Version),
+		"protocolVersion", clean(version), "remote", r.RemoteAddr)
 }
 
 // clean bounds a client-supplied string for the log.

@@ -79,7 +79,7 @@ const (
 )
 
 func addIncidentReport(s *mcp.Server, d Deps) {
-	mcp.AddTool(s, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "incident_report",
 		Title: "Incident report",
 		Description: "What is broken, as root causes rather than alarms: how many targets are healthy, the root causes (troubled targets whose own dependencies are healthy; " +

@@ -91,7 +91,7 @@ type CheckView struct {
 }
 
 func addListResources(s *mcp.Server, d Deps) {
-	mcp.AddTool(s, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "list_resources",
 		Title: "List resources",
 		Description: "The resources in the coordinator's config (databases, buckets, URL probes, load balancers), each checked with its real protocol " +

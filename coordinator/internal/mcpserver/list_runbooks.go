@@ -32,7 +32,7 @@ type RunbookView struct {
 }
 
 func addListRunbooks(s *mcp.Server, d Deps) {
-	mcp.AddTool(s, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "list_runbooks",
 		Title: "List runbooks",
 		Description: "List the operators' runbooks from the coordinator's config: name, description, the command, whether it only reads, and which targets it matches. " +

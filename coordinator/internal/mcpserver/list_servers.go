@@ -192,7 +192,7 @@ type GapView struct {
 }
 
 func addListServers(s *mcp.Server, d Deps) {
-	mcp.AddTool(s, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "list_servers",
 		Title: "List servers",
 		Description: "The fleet at a glance, or one server in full; call it first. " +

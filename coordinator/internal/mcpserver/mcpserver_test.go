@@ -38,6 +38,8 @@ type env struct {
 	fleet *fleet.Fleet
 	srv   *httptest.Server
 	token string
+	deps  Deps
+	guard GuardConfig
 }
 
 func newEnv(t *testing.T, guard GuardConfig) *env {
@@ -72,12 +74,22 @@ func newEnvTimed(t *testing.T, guard GuardConfig, tm timing) *env {
 		t.Fatal(err)
 	}
 	prober := resources.New(cfg, logger)
+	e := &env{st: st, cmds: cmds, fleet: f, token: tok, guard: guard,
+		deps: Deps{Fleet: f, Store: st, Commands: cmds, Topology: topology.New(cfg, f, prober), Resources: prober, AppURL: "http://127.0.0.1:4600/", Logger: logger,
+			RunWait: tm.run, WaitAgain: tm.again}}
+	e.srv = e.replica(t)
+	return e
+}
+
+// replica starts another /mcp endpoint over the same fleet and store, as a
+// second coordinator would serve it.
+func (e *env) replica(t *testing.T) *httptest.Server {
+	t.Helper()
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", Handler(Deps{Fleet: f, Store: st, Commands: cmds, Topology: topology.New(cfg, f, prober), Resources: prober, AppURL: "http://127.0.0.1:4600/", Logger: logger,
-		RunWait: tm.run, WaitAgain: tm.again}, guard))
+	mux.Handle("/mcp", Handler(e.deps, e.guard))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return &env{st: st, cmds: cmds, fleet: f, srv: srv, token: tok}
+	return srv
 }
 
 // headerTransport adds headers to every request, as an MCP client configured
@@ -353,16 +365,7 @@ func TestClientName(t *testing.T) {
 
 func callJSON(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) (*mcp.CallToolResult, CommandResult) {
 	t.Helper()
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	var out CommandResult
-	if res.StructuredContent != nil {
-		b, _ := json.Marshal(res.StructuredContent)
-		json.Unmarshal(b, &out)
-	}
-	return res, out
+	return callParams(t, cs, &mcp.CallToolParams{Name: name, Arguments: args})
 }
 
 func TestRunCommandWaitingThenResult(t *testing.T) {

@@ -60,7 +60,7 @@ type Truncated struct {
 }
 
 func addRunCommand(s *mcp.Server, d Deps) {
-	mcp.AddTool(s, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "run_command",
 		Title: "Run a command (a person approves it first)",
 		Description: "Ask to run a shell command on a server. Nothing runs until a person approves it on a card in the gridcity app; " +
@@ -98,7 +98,7 @@ func addRunCommand(s *mcp.Server, d Deps) {
 }
 
 func addWaitForCommand(s *mcp.Server, d Deps) {
-	mcp.AddTool(s, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "wait_for_command",
 		Title: "Wait for a command's result",
 		Description: "Wait again for a command that run_command returned as waiting: returns its result, or waiting once more after about 45 s. " +
@@ -178,7 +178,10 @@ func waitArgs(id string) string {
 	return string(b)
 }
 
-// callerOf reads the token and client the guard verified.
+// callerOf reads the token the guard verified and the client's name: its
+// X-Agent-Client header (what `gridcity mcp --install` configures), else
+// the name in its clientInfo, which a 2026-07-28 request carries in its
+// own _meta and a 2025 session sent once, in initialize.
 func callerOf(req *mcp.CallToolRequest) Caller {
 	c := Caller{Token: "unknown", Client: "unknown", Scope: store.ScopeRead}
 	if req.Extra != nil {
@@ -193,6 +196,9 @@ func callerOf(req *mcp.CallToolRequest) Caller {
 		if req.Extra.Header != nil {
 			c.Client = ClientName(req.Extra.Header)
 		}
+	}
+	if ci := req.ClientInfo(); c.Client == "unknown" && ci != nil {
+		c.Client = clean(ci.Name)
 	}
 	return c
 }

@@ -89,7 +89,7 @@ type SecurityGapView struct {
 }
 
 func addSecurityFindings(s *mcp.Server, d Deps) {
-	mcp.AddTool(s, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "security_findings",
 		Title: "Security findings",
 		Description: "Security as the agents see it: attacks (SSH sources failing to log in: users tried, attempts, first and last seen, open or ended, blocked by a fail2ban jail " +

@@ -166,16 +166,18 @@ func (t tool) offeredTo(scope store.Scope) bool {
 	return scope == store.ScopeOperate || (!t.operate && t.tier == TierReadOnly)
 }
 
-// Handler returns the guarded Streamable HTTP handler for /mcp. Each
-// session gets a server built for its token's scope.
+// Handler returns the guarded Streamable HTTP handler for /mcp: stateless
+// 2026-07-28 requests and 2025 sessions on the same endpoint (eras.go).
+// Each request, or each new session, gets the server built for its
+// token's scope; the guard checks the token of every request of either era.
 func Handler(d Deps, guard GuardConfig) http.Handler {
 	read, operate := NewServer(d, store.ScopeRead), NewServer(d, store.ScopeOperate)
-	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+	h := newEraRouter(func(r *http.Request) *mcp.Server {
 		if c, ok := CallerFrom(r.Context()); ok && c.Scope == store.ScopeOperate {
 			return operate
 		}
 		return read
-	}, &mcp.StreamableHTTPOptions{
+	}, mcp.StreamableHTTPOptions{
 		Logger: quiet(d.Logger),
 		// Sessions a client abandoned without DELETE would otherwise stay
 		// in memory forever; a client that returns after this starts anew.
@@ -355,19 +357,13 @@ func outputSchema[T any]() *jsonschema.Schema {
 	if err != nil {
 		panic(fmt.Sprintf("output schema of %T: %v", *new(T), err))
 	}
+	// Slices are always sent ([] for none) and pointers are omitempty, so
+	// no value is ever null.
+	dropNull(s)
 	var walk func(s *jsonschema.Schema, depth int)
 	walk = func(s *jsonschema.Schema, depth int) {
 		if s == nil {
 			return
-		}
-		// Slices are always sent ([] for none) and pointers are omitempty,
-		// so no value is ever null.
-		if len(s.Types) == 2 && slices.Contains(s.Types, "null") {
-			other := s.Types[0]
-			if other == "null" {
-				other = s.Types[1]
-			}
-			s.Types, s.Type = nil, other
 		}
 		if depth > 0 {
 			s.Description = ""
