@@ -4,6 +4,9 @@ export PATH := $(shell go env GOPATH)/bin:$(PATH)
 GO ?= go
 BIN := bin
 MODULES := proto agent coordinator
+# Test-only modules: each is built by an end-to-end test alone and is not in
+# go.work, so that no product module (or workspace build) depends on it.
+TEST_MODULES := coordinator/e2e/mcpgoclient
 PROTOC_GEN_GO := v1.36.12
 PROTOC_GEN_GO_GRPC := v1.6.0
 
@@ -82,10 +85,11 @@ proto-diff:
 	diff -r proto/gridcity $$tmp/gridcity || { echo "generated protobuf code drifted: run make proto and commit"; exit 1; }
 
 tidy-check:
-	@for m in $(MODULES); do (cd $$m && GOWORK=off $(GO) mod tidy -diff) || { echo "module $$m is not tidy: cd $$m && GOWORK=off go mod tidy"; exit 1; }; done
+	@for m in $(MODULES) $(TEST_MODULES); do (cd $$m && GOWORK=off $(GO) mod tidy -diff) || { echo "module $$m is not tidy: cd $$m && GOWORK=off go mod tidy"; exit 1; }; done
 
 vet:
 	$(GO) vet ./proto/... ./agent/... ./coordinator/...
+	@for m in $(TEST_MODULES); do (cd $$m && GOWORK=off $(GO) vet ./...) || exit 1; done
 
 fmt-check:
 	@out=$$(gofmt -l proto agent coordinator); [ -z "$$out" ] || { echo "gofmt needed: $$out"; exit 1; }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # make e2e: the real binaries against each other on loopback, real MCP
-# clients (Go and TypeScript SDKs), and the installers. Parts that need root
+# clients (the Go SDK; the TypeScript SDK 1.x and v2 clients, the Inspector
+# CLI and the conformance suite, pinned in coordinator/e2e/tsclient; mcp-go,
+# a test-only module in coordinator/e2e/mcpgoclient), and the installers. Parts that need root
 # say so and are skipped when not root; CI runs as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."

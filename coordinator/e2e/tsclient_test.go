@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -13,24 +12,17 @@ import (
 	"time"
 )
 
-// The official TypeScript SDK client lists and calls every tool — over HTTP
-// with the bearer token and X-Agent-Client, and over the stdio bridge
-// (`gridcity mcp --stdio` with GRIDCITY_URL and GRIDCITY_TOKEN) — validating
-// each result against its tool's output schema as that client does; it
-// reads every resource and gets every prompt. run_command goes through a
-// person: approved over HTTP (it runs on the agent), denied over stdio.
+// The official TypeScript clients list and call every tool — the SDK 1.x
+// client in a 2025-11-25 session, over HTTP with the bearer token and
+// X-Agent-Client and over the stdio bridge (`gridcity mcp --stdio` with
+// GRIDCITY_URL and GRIDCITY_TOKEN), and the v2 client over HTTP pinned to the
+// stateless revision 2026-07-28 — validating each result against its tool's
+// output schema with the pinned Ajv, as the client itself does; they read
+// every resource and get every prompt. run_command goes through a person:
+// approved over HTTP (it runs on the agent), denied over stdio.
 func TestTypeScriptClient(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("node"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("node is not installed; .ci/run must install it")
-		}
-		t.Skip("node is not installed: the TypeScript client test needs Node.js and npm")
-	}
-	install := exec.Command("bash", "tsclient/install.sh")
-	if out, err := install.CombinedOutput(); err != nil {
-		t.Fatalf("npm install of the TypeScript client: %v\n%s", err, out)
-	}
+	node := nodeClients(t)
 	c := startCoordinator(t)
 	tok := c.token()
 	startAgent(t, c, "ts-web-1", t.TempDir(), c.joinLine())
@@ -51,28 +43,35 @@ func TestTypeScriptClient(t *testing.T) {
 		prompts   = "triage_incident,review_security"
 	)
 	for _, tc := range []struct {
-		name, transport, token string
-		args                   []string
+		name, sdk, transport, token string
+		args                        []string
 		// command, when set, is what run_command asks; a person approves
 		// or denies its card.
 		command string
 		approve bool
 		wantRun string
 	}{
-		{name: "http-operate", transport: "http", token: tok, command: "echo tsclient over http", approve: true, wantRun: "completed",
+		{name: "http-operate", sdk: "v1", transport: "http", token: tok, command: "echo tsclient over http", approve: true, wantRun: "completed",
 			args: []string{"--expect-tools", allTools, "--expect-resources", "gridcity://audit," + readRes}},
-		{name: "http-read", transport: "http", token: read.Token,
+		{name: "http-read", sdk: "v1", transport: "http", token: read.Token,
 			args: []string{"--expect-tools", readTools, "--expect-refused", "run_command,wait_for_command",
 				"--expect-resources", readRes, "--expect-unreadable", "gridcity://audit"}},
-		{name: "stdio-operate", transport: "stdio", token: tok, command: "echo tsclient over stdio", approve: false, wantRun: "denied",
+		{name: "stdio-operate", sdk: "v1", transport: "stdio", token: tok, command: "echo tsclient over stdio", approve: false, wantRun: "denied",
 			args: []string{"--expect-tools", allTools, "--expect-resources", "gridcity://audit," + readRes}},
-		{name: "stdio-read", transport: "stdio", token: read.Token,
+		{name: "stdio-read", sdk: "v1", transport: "stdio", token: read.Token,
+			args: []string{"--expect-tools", readTools, "--expect-refused", "run_command,wait_for_command",
+				"--expect-resources", readRes, "--expect-unreadable", "gridcity://audit"}},
+		// The stateless revision: no initialize, no session, every request
+		// on its own.
+		{name: "v2-http-operate", sdk: "v2", transport: "http", token: tok, command: "echo tsclient v2 over stateless http", approve: true, wantRun: "completed",
+			args: []string{"--expect-tools", allTools, "--expect-resources", "gridcity://audit," + readRes}},
+		{name: "v2-http-read", sdk: "v2", transport: "http", token: read.Token,
 			args: []string{"--expect-tools", readTools, "--expect-refused", "run_command,wait_for_command",
 				"--expect-resources", readRes, "--expect-unreadable", "gridcity://audit"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client := "ts-sdk-" + tc.name
-			args := []string{"tsclient/client.mjs", "--endpoint", "http://" + c.http + "/mcp", "--token", tc.token,
+			args := []string{"tsclient/client.mjs", "--sdk", tc.sdk, "--endpoint", "http://" + c.http + "/mcp", "--token", tc.token,
 				"--client-name", client, "--expect-server", "ts-web-1", "--expect-prompts", prompts, "--timeout", "120"}
 			if tc.transport == "stdio" {
 				args = append(args, "--stdio", filepath.Join(bin, "gridcity"))
@@ -80,19 +79,20 @@ func TestTypeScriptClient(t *testing.T) {
 			decided := make(chan error, 1)
 			if tc.command != "" {
 				args = append(args, "--run-command", tc.command, "--expect-run", tc.wantRun)
-				go func() { decided <- decide(app, tc.command, client, tc.approve, 60*time.Second) }()
+				go func() { decided <- decide(app, "ts-web-1", tc.command, client, tc.approve, 60*time.Second) }()
 			} else {
 				decided <- nil
 			}
-			cmd := exec.Command("node", append(args, tc.args...)...)
+			cmd := exec.Command(node, append(args, tc.args...)...)
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
 			out, err := cmd.Output()
 			if err != nil {
-				t.Fatalf("TypeScript client failed: %v\nstdout: %s\nstderr: %s", err, out, stderr.String())
+				t.Fatalf("TypeScript client (--sdk %s) failed: %v\nstdout: %s\nstderr: %s", tc.sdk, err, out, stderr.String())
 			}
 			var sum struct {
 				OK        bool
+				SDK, Era  string
 				Transport string
 				Called    []string
 				Read      []string
@@ -102,8 +102,9 @@ func TestTypeScriptClient(t *testing.T) {
 					Progress           int
 				}
 			}
-			if err := json.Unmarshal(out, &sum); err != nil || !sum.OK || sum.Transport != tc.transport {
-				t.Fatalf("summary %s (%v)\nstderr: %s", out, err, stderr.String())
+			wantEra := map[string]string{"v1": "legacy", "v2": "modern"}[tc.sdk]
+			if err := json.Unmarshal(out, &sum); err != nil || !sum.OK || sum.Transport != tc.transport || sum.Era != wantEra {
+				t.Fatalf("summary %s (%v); want ok over %s in the %s era\nstderr: %s", out, err, tc.transport, wantEra, stderr.String())
 			}
 			// Every listed tool was called, with its arguments.
 			want := readTools
@@ -135,17 +136,17 @@ func TestTypeScriptClient(t *testing.T) {
 	}
 	// The coordinator logged the clients' names from X-Agent-Client: the
 	// bridge passes GRIDCITY_CLIENT on.
-	for _, name := range []string{"client=ts-sdk-http-operate", "client=ts-sdk-stdio-operate"} {
+	for _, name := range []string{"client=ts-sdk-http-operate", "client=ts-sdk-stdio-operate", "client=ts-sdk-v2-http-operate"} {
 		if !strings.Contains(c.p.out.String(), name) {
 			t.Errorf("coordinator log does not name the client %s", name)
 		}
 	}
 }
 
-// decide waits for the card of command asked by client and approves or
-// denies it, as the person in the app does. It runs beside the client, so it
-// reports errors instead of failing the test itself.
-func decide(app *approverApp, command, client string, approve bool, within time.Duration) error {
+// decide waits for the card of command asked by client on server and
+// approves or denies it, as the person in the app does. It runs beside the
+// client, so it reports errors instead of failing the test itself.
+func decide(app *approverApp, server, command, client string, approve bool, within time.Duration) error {
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		req, _ := http.NewRequest("GET", app.base+"/api/requests?status=pending", nil)
@@ -164,8 +165,8 @@ func decide(app *approverApp, command, client string, approve bool, within time.
 			if card.Command != command {
 				continue
 			}
-			if card.Client != client || card.Server != "ts-web-1" {
-				return fmt.Errorf("card %+v; want client %s on ts-web-1", card, client)
+			if card.Client != client || card.Server != server {
+				return fmt.Errorf("card %+v; want client %s on %s", card, client, server)
 			}
 			verb, note := "deny", "tsclient e2e: denied"
 			if approve {

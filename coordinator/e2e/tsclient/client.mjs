@@ -1,35 +1,32 @@
 #!/usr/bin/env node
 // End-to-end check of the gridcity MCP endpoint with the official TypeScript
-// SDK client (@modelcontextprotocol/sdk), over Streamable HTTP or over the
-// stdio bridge (`gridcity mcp --stdio`). See README.md.
+// client, over Streamable HTTP or over the stdio bridge (`gridcity mcp
+// --stdio`): --sdk v1 is @modelcontextprotocol/sdk 1.x in a 2025-11-25
+// session, --sdk v2 is @modelcontextprotocol/client 2.x pinned to the
+// stateless revision 2026-07-28 (sdk.mjs). See README.md.
 //
 //   node client.mjs --endpoint URL --token T --client-name NAME
-//                   [--stdio GRIDCITY_BINARY]
+//                   [--sdk v1|v2] [--stdio GRIDCITY_BINARY]
 //                   [--expect-server NAME] [--expect-tools a,b,c] [--expect-refused a,b]
 //                   [--run-command CMD] [--expect-run completed|denied|waiting]
 //                   [--expect-resources uri,uri-template,…] [--expect-unreadable uri,…]
 //                   [--expect-prompts a,b] [--timeout SECONDS]
 //
 // stdout: exactly one JSON line,
-//   {"transport":…,"tools":[…],"called":[…],"refused":[…],"resources":[…],"read":[…],"prompts":[…],
+//   {"sdk":…,"era":…,"protocolVersion":…,"transport":…,"tools":[…],"called":[…],"refused":[…],"resources":[…],"read":[…],"prompts":[…],
 //    "run":{"status","waitStatus","progress"},"ok":true}                                    exit 0
 //   the same with "ok":false,"errors":[…]                                                   exit 1 (a check failed)
 // exit 2: bad usage. Diagnostics go to stderr, one line each, prefixed "tsclient:"
 // (the bridge's own log lines, prefixed "bridge:").
 
 import { parseArgs, isDeepStrictEqual } from 'node:util';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import {
-    StreamableHTTPClientTransport,
-    StreamableHTTPError
-} from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { StdioClientTransport, getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
+import { loadSdk } from './sdk.mjs';
+import { PinnedAjv } from './schema.mjs';
 
 const ANNOTATION_HINTS = ['readOnlyHint', 'destructiveHint', 'idempotentHint', 'openWorldHint'];
 const BAD_ORIGIN = 'http://evil.example';
 
-const summary = { transport: 'http', tools: [], called: [], refused: [], resources: [], read: [], prompts: [], run: null, ok: false };
+const summary = { sdk: null, era: null, protocolVersion: null, transport: 'http', tools: [], called: [], refused: [], resources: [], read: [], prompts: [], run: null, ok: false };
 const errors = [];
 
 function log(msg) {
@@ -54,7 +51,7 @@ function finish() {
 function usage(msg) {
     process.stderr.write(
         `tsclient: ${msg}\n` +
-            'usage: node client.mjs --endpoint URL --token T --client-name NAME [--stdio GRIDCITY_BINARY] ' +
+            'usage: node client.mjs --endpoint URL --token T --client-name NAME [--sdk v1|v2] [--stdio GRIDCITY_BINARY] ' +
             '[--expect-server NAME] [--expect-tools a,b,c] [--expect-refused a,b] [--run-command CMD] ' +
             '[--expect-run completed|denied|waiting] [--expect-resources uri,…] [--expect-unreadable uri,…] ' +
             '[--expect-prompts a,b] [--timeout SECONDS]\n'
@@ -69,6 +66,7 @@ try {
             endpoint: { type: 'string' },
             token: { type: 'string' },
             'client-name': { type: 'string' },
+            sdk: { type: 'string', default: 'v1' },
             stdio: { type: 'string' },
             'expect-server': { type: 'string' },
             'expect-tools': { type: 'string' },
@@ -105,6 +103,15 @@ const expectUnreadable = list('expect-unreadable') ?? [];
 const expectPrompts = list('expect-prompts');
 if (opts['expect-run'] && !opts['run-command']) usage('--expect-run needs --run-command');
 if (opts.stdio) summary.transport = 'stdio';
+let sdk;
+try {
+    sdk = await loadSdk(opts.sdk);
+} catch (err) {
+    usage(`--sdk: ${err.message}`);
+}
+summary.sdk = sdk.label;
+// Ajv, pinned: the SDK's own output check runs on it, and so does ours.
+const ajv = new PinnedAjv();
 
 // A hung server must not hang the caller.
 setTimeout(() => {
@@ -113,22 +120,23 @@ setTimeout(() => {
 }, timeoutSec * 1000).unref();
 
 function describe(err) {
-    if (err instanceof StreamableHTTPError) return `HTTP ${err.code}: ${err.message}`;
+    const status = sdk.httpStatus(err);
+    if (status !== undefined) return `HTTP ${status}: ${err.message}`;
     const cause = err?.cause?.code ?? err?.cause?.message;
-    return (err?.message ?? String(err)) + (cause ? ` (${cause})` : '');
+    // An SDK error's data is the server's answer (e.g. the versions it
+    // supports): the message alone would not say what the server said.
+    const data = err?.data !== undefined ? ` ${JSON.stringify(err.data)}` : '';
+    return (err?.message ?? String(err)) + (cause ? ` (${cause})` : '') + data;
 }
 
 function newClient() {
-    // The validator is passed explicitly (it is also the SDK's default) so the
-    // structured-output check does not depend on a default changing.
-    return new Client(
-        { name: opts['client-name'], version: '1.0.0' },
-        { jsonSchemaValidator: new AjvJsonSchemaValidator() }
-    );
+    // The validator is passed explicitly, so that the SDK's structured-output
+    // check runs on the pinned Ajv whatever the SDK's default.
+    return sdk.newClient({ name: opts['client-name'], version: '1.0.0' }, ajv);
 }
 
 function httpTransport(headers) {
-    return new StreamableHTTPClientTransport(endpoint, { requestInit: { headers } });
+    return sdk.httpTransport(endpoint, headers);
 }
 
 // stdioTransport starts `gridcity mcp --stdio` with the coordinator's endpoint
@@ -136,11 +144,11 @@ function httpTransport(headers) {
 // the SDK's default environment is passed on besides: nothing from the data
 // directory can leak in.
 function stdioTransport(token, label) {
-    const transport = new StdioClientTransport({
+    const transport = sdk.stdioTransport({
         command: opts.stdio,
         args: ['mcp', '--stdio'],
         env: {
-            ...getDefaultEnvironment(),
+            ...sdk.getDefaultEnvironment(),
             GRIDCITY_URL: endpoint.href,
             GRIDCITY_TOKEN: token,
             GRIDCITY_CLIENT: opts['client-name']
@@ -163,7 +171,7 @@ async function connectExpectingStatus(what, headers, status) {
     try {
         await client.connect(httpTransport(headers));
     } catch (err) {
-        if (err instanceof StreamableHTTPError && err.code === status) {
+        if (sdk.httpStatus(err) === status) {
             log(`${what}: refused with HTTP ${status} as expected`);
             return;
         }
@@ -183,7 +191,7 @@ async function bridgeWithWrongToken() {
         await client.connect(stdioTransport('gc_wrong-token-tsclient', ' (wrong token)'));
         const { tools } = await client.listTools();
         if (!tools.some(t => t.name === 'list_servers')) fail('bridge with a wrong token: list_servers is not listed');
-        const res = await client.callTool({ name: 'list_servers', arguments: {} });
+        const res = await sdk.callTool(client, { name: 'list_servers', arguments: {} });
         const text = (res.content ?? []).map(c => c.text ?? '').join(' ');
         if (res.isError !== true || res.structuredContent !== undefined || !text.includes('refused the token')) {
             fail(`bridge with a wrong token: want an isError result about the token, got ${JSON.stringify(res)}`);
@@ -235,26 +243,23 @@ function checkTool(tool, independent) {
     return validate;
 }
 
-// proveSdkValidates shows that Client.callTool really checks structuredContent:
-// it calls a read-only tool again with a cached outputSchema that also requires
-// a property no result has, and requires the SDK to throw. The real schemas are
-// cached again afterwards.
-async function proveSdkValidates(client, tools, tool) {
+// proveSdkValidates shows that Client.callTool acts on its structuredContent
+// check: it calls a read-only tool again while the pinned Ajv (the SDK's
+// validator) rejects every value, and requires the SDK to throw.
+async function proveSdkValidates(client, tool) {
     const probe = '__tsclient_probe__';
-    const tampered = structuredClone(tool);
-    tampered.outputSchema.required = [...(tampered.outputSchema.required ?? []), probe];
-    client.cacheToolMetadata(tools.map(t => (t.name === tool.name ? tampered : t)));
+    const stop = ajv.reject(`${probe}: the self-check rejects every value`);
     try {
-        await client.callTool({ name: tool.name, arguments: {} });
-        fail(`SDK self-check: callTool(${tool.name}) accepted structuredContent that lacks "${probe}"; the SDK does not validate output`);
+        await sdk.callTool(client, { name: tool.name, arguments: {} });
+        fail(`SDK self-check: callTool(${tool.name}) accepted structuredContent its validator rejected; ${sdk.label} does not validate output`);
     } catch (err) {
         if (String(err?.message).includes("does not match the tool's output schema") && String(err?.message).includes(probe)) {
-            log(`SDK self-check: callTool validates structuredContent (a schema requiring "${probe}" was rejected)`);
+            log(`SDK self-check: callTool validates structuredContent (a rejection by its validator was an error)`);
         } else {
             fail(`SDK self-check: callTool(${tool.name}) failed for another reason: ${describe(err)}`);
         }
     } finally {
-        client.cacheToolMetadata(tools);
+        stop();
     }
 }
 
@@ -286,14 +291,16 @@ const TOOL_ARGS = {
 };
 
 // callAndCheck calls a tool and checks the result as a client would see it:
-// validated by the SDK against the outputSchema, by Ajv independently, and
-// the text content the same JSON as structuredContent.
+// validated by the SDK against the outputSchema (it must have asked the
+// pinned Ajv), by the pinned Ajv again on our side, and the text content the
+// same JSON as structuredContent.
 async function callAndCheck(client, tool, validate, args, options) {
     let res;
+    const validated = tool.outputSchema ? ajv.validations(tool.outputSchema) : 0;
     try {
-        // Client.callTool validates structuredContent against the cached
-        // outputSchema and throws McpError when it does not match.
-        res = await client.callTool({ name: tool.name, arguments: args }, undefined, options);
+        // Client.callTool validates structuredContent against the
+        // outputSchema from tools/list and throws when it does not match.
+        res = await sdk.callTool(client, { name: tool.name, arguments: args }, options);
     } catch (err) {
         fail(`call ${tool.name}(${JSON.stringify(args)}): ${describe(err)}`);
         return null;
@@ -307,6 +314,9 @@ async function callAndCheck(client, tool, validate, args, options) {
     if (!sc || typeof sc !== 'object') {
         fail(`call ${tool.name}: no structuredContent`);
         return null;
+    }
+    if (tool.outputSchema && ajv.validations(tool.outputSchema) === validated) {
+        fail(`call ${tool.name}: ${sdk.label} returned structuredContent without validating it against the outputSchema`);
     }
     if (validate) {
         const v = validate(sc);
@@ -449,14 +459,18 @@ async function main() {
         client.onerror = err => fail(`stdio stream: ${describe(err)}`);
     }
     const info = client.getServerVersion();
-    log(`connected over ${summary.transport}: server ${info?.name} ${info?.version}`);
+    summary.era = sdk.era(client);
+    summary.protocolVersion = sdk.protocolVersion(client, transport) ?? null;
+    log(`${sdk.label} connected over ${summary.transport} (${summary.era} era, protocol ${summary.protocolVersion}): server ${info?.name} ${info?.version}`);
+    if (summary.era !== sdk.wantEra) fail(`${sdk.label}: connected in the ${summary.era} era; want ${sdk.wantEra}`);
     if (!client.getServerCapabilities()?.tools) fail('server does not advertise the tools capability');
 
     // 3. The tool list, every page of it.
     const tools = await all(p => client.listTools(p), 'tools');
-    // listTools() replaces the SDK's cache of output validators with each
-    // page's tools; re-cache the whole list so callTool validates every tool.
-    client.cacheToolMetadata(tools);
+    // v1's listTools() replaces its cache of output validators with each
+    // page's tools; re-cache the whole list so callTool validates every tool
+    // (v2 walks every page itself and keeps them all).
+    if (typeof client.cacheToolMetadata === 'function') client.cacheToolMetadata(tools);
     summary.tools = tools.map(t => t.name);
     log(`tools: ${summary.tools.join(', ') || '(none)'}`);
     if (tools.length === 0) fail('the server lists no tools');
@@ -464,21 +478,15 @@ async function main() {
 
     // 4. Every tool: its declaration, then a call — first those without
     // inputs, then those in TOOL_ARGS, in its order.
-    const independent = new AjvJsonSchemaValidator();
     const validators = {};
-    for (const tool of tools) validators[tool.name] = checkTool(tool, independent);
-    for (const tool of tools) {
-        if (tool.outputSchema && typeof client.getToolOutputValidator(tool.name) !== 'function') {
-            fail(`tool ${tool.name}: the SDK client has no output validator cached; callTool would not validate`);
-        }
-    }
+    for (const tool of tools) validators[tool.name] = checkTool(tool, ajv);
     const results = {};
     let validationProven = false;
     const noInput = tools.filter(t => requiredArgs(t).length === 0 && !(t.name in TOOL_ARGS));
     for (const tool of noInput) {
         results[tool.name] = await callAndCheck(client, tool, validators[tool.name], {});
         if (results[tool.name] && !validationProven && tool.annotations?.readOnlyHint === true) {
-            await proveSdkValidates(client, tools, tool);
+            await proveSdkValidates(client, tool);
             validationProven = true;
         }
     }
@@ -524,7 +532,7 @@ async function main() {
     for (const name of expectRefused) {
         if (summary.tools.includes(name)) fail(`${name} is listed; --expect-refused says it must not be`);
         try {
-            const res = await client.callTool({ name, arguments: {} });
+            const res = await sdk.callTool(client, { name, arguments: {} });
             if (res.isError) {
                 summary.refused.push(name);
                 log(`call ${name}: refused as expected (isError)`);
@@ -560,7 +568,12 @@ async function main() {
         }
     }
 
-    if (!opts.stdio) await transport.terminateSession().catch(err => log(`note: ending the session: ${describe(err)}`));
+    if (!opts.stdio && transport.sessionId) {
+        // A stateless answer carries no session: nothing may tie a later
+        // request to the coordinator that answered this one.
+        if (summary.era === 'modern') fail(`the stateless connection was given session ${transport.sessionId}`);
+        else await transport.terminateSession().catch(err => log(`note: ending the session: ${describe(err)}`));
+    }
     client.onerror = undefined;
     await client.close().catch(() => {});
 }
