@@ -199,10 +199,7 @@ func answerSizes(tb testing.TB, cs *mcp.ClientSession, name string, args map[str
 // structured content, decoded into out.
 func withinBudget(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any, out any) {
 	t.Helper()
-	budget := budgetArgs
-	if len(args) == 0 || (name == "diagnose" && len(args) == 1) {
-		budget = budgetDefault
-	}
+	budget := budgetOf(name, args)
 	text, structured, raw := answerSizes(t, cs, name, args)
 	if text > budget || structured > budget {
 		t.Errorf("%s %v: text %d and structured %d characters; want at most %d each", name, args, text, structured, budget)
@@ -479,18 +476,27 @@ func BenchmarkToolAnswerSizes(b *testing.B) {
 			for b.Loop() {
 				text, structured, _ = answerSizes(b, cs, c.name, c.args)
 			}
-			reportSizes(b, text, structured, c.args)
+			reportSizes(b, c.name, text, structured, c.args)
 		})
 	}
 }
 
+// budgetOf is the budget of a call: the default one when it passes no
+// argument but the tool's required ones.
+func budgetOf(name string, args map[string]any) int {
+	required := map[string]string{"diagnose": "target", "get_metrics": "target", "wait_for_command": "request_id"}
+	for k := range args {
+		if k != required[name] {
+			return budgetArgs
+		}
+	}
+	return budgetDefault
+}
+
 // reportSizes reports an answer's size in both forms and its budget, for
 // make bench's report.
-func reportSizes(b *testing.B, text, structured int, args map[string]any) {
-	budget := budgetDefault
-	if len(args) > 0 {
-		budget = budgetArgs
-	}
+func reportSizes(b *testing.B, name string, text, structured int, args map[string]any) {
+	budget := budgetOf(name, args)
 	b.ReportMetric(float64(text), "text-chars")
 	b.ReportMetric(float64(structured), "structured-chars")
 	b.ReportMetric(float64(budget), "budget-chars")

@@ -327,12 +327,7 @@ func BenchmarkGetMetricsWeek(b *testing.B) {
 			for b.Loop() {
 				text, structured, _ = answerSizes(b, cs, "get_metrics", args)
 			}
-			// The target is required; since is an argument beyond it.
-			var beyond map[string]any
-			if since != "" {
-				beyond = map[string]any{"since": since}
-			}
-			reportSizes(b, text, structured, beyond)
+			reportSizes(b, "get_metrics", text, structured, args)
 		})
 	}
 }
