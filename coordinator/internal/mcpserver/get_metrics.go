@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
@@ -56,6 +57,18 @@ type SeriesView struct {
 // MetricPointView is [time, min, avg, max].
 type MetricPointView [4]any
 
+// metricsSchema is get_metrics' output schema with each point typed as
+// the tuple it is (a string and three numbers): inferred from [4]any, its
+// items would be any value, which strict clients (Inspector --strict)
+// refuse.
+func metricsSchema() *jsonschema.Schema {
+	s := outputSchema[MetricsOutput]()
+	point := s.Properties["series"].Items.Properties["points"].Items
+	point.Items = nil
+	point.PrefixItems = []*jsonschema.Schema{{Type: "string"}, {Type: "number"}, {Type: "number"}, {Type: "number"}}
+	return s
+}
+
 // DiskTrendView is how soon a disk fills.
 type DiskTrendView struct {
 	Mount        string  `json:"mount"`
@@ -96,7 +109,7 @@ func addGetMetrics(s *mcp.Server, d Deps) {
 			"since is how far back (default 1h; 1d, 7d …; the coordinator keeps a day at one-minute and a week at fifteen-minute resolution unless configured otherwise); " +
 			"metrics narrows the series (cpu, memory, load, disk:/var …). Disks' series may be left out to keep the answer short: note says which, and metrics gets them.",
 		Annotations:  readOnly("Get a server's metric history"),
-		OutputSchema: outputSchema[MetricsOutput](),
+		OutputSchema: metricsSchema(),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in MetricsInput) (*mcp.CallToolResult, MetricsOutput, error) {
 		out, err := getMetrics(ctx, d, in, time.Now())
 		if err != nil {
