@@ -8,6 +8,7 @@
 package stdiobridge
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -60,6 +61,9 @@ type Config struct {
 	// FindToken returns a token, and where it came from for messages, when
 	// Token is empty.
 	FindToken func(ctx context.Context) (token, from string, err error)
+	// DrainTimeout bounds the wait, once stdin has closed, for the answers
+	// to requests still in flight (default DefaultDrainTimeout).
+	DrainTimeout time.Duration
 }
 
 // target is one resolved connection: where, with what, and where the
@@ -99,6 +103,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Bridge, error) 
 	}
 	if cfg.Client == "" {
 		cfg.Client = "stdio"
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = DefaultDrainTimeout
 	}
 	b := &Bridge{cfg: cfg, logger: logger, shown: map[string][]byte{}}
 	// The SDK's own lines: warnings and errors only.
@@ -152,7 +159,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Bridge, error) 
 func (b *Bridge) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	// Connect early, so that the first list is the coordinator's.
 	go b.session(ctx)
-	err := b.server.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}})
+	track := newInflight()
+	stdin := &drainingReader{ctx: ctx, in: bufio.NewReader(in), track: track, bound: b.cfg.DrainTimeout, logger: b.logger}
+	err := b.server.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: trackingWriter{out, track}})
 	b.mu.Lock()
 	cs := b.cs
 	b.cs = nil
@@ -691,10 +700,6 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // minLevel passes on records at min or above.
 type minLevel struct {
