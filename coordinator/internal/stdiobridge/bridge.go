@@ -42,6 +42,9 @@ const (
 	// store, so such a stream is never resumed and the call would wait for
 	// ever.
 	streamEndGrace = 3 * time.Second
+	// statelessVersion is MCP's stateless revision: no initialize, no
+	// session, per-request _meta.
+	statelessVersion = "2026-07-28"
 )
 
 // Config says where the bridge connects. An empty Endpoint or Token is
@@ -89,6 +92,9 @@ type Bridge struct {
 
 	// stdio is the client's session, for forwarding progress notifications.
 	stdio atomic.Pointer[mcp.ServerSession]
+	// logLevel is the level the client set (logging/setLevel), passed on
+	// to each session with the coordinator.
+	logLevel atomic.Value
 }
 
 // New builds a bridge that offers, until the coordinator answers, what an
@@ -117,13 +123,16 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Bridge, error) 
 			Tools:     &mcp.ToolCapabilities{ListChanged: true},
 			Resources: &mcp.ResourceCapabilities{ListChanged: true},
 			Prompts:   &mcp.PromptCapabilities{ListChanged: true},
+			// logging/setLevel is accepted (the SDK always does), so logging
+			// is advertised, and the coordinator's messages passed on.
+			Logging: &mcp.LoggingCapabilities{},
 		},
 		// The coordinator's sessionful endpoint speaks the versions with an
 		// initialize handshake; the bridge offers its clients the same.
 		SupportedProtocolVersions: slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool { return v >= "2026-07-28" }),
 	})
 	b.server.AddReceivingMiddleware(mcpserver.RecoverPanics(logger)) // a bug answers an error, never a broken stream
-	b.server.AddReceivingMiddleware(b.refreshLists)
+	b.server.AddReceivingMiddleware(b.refreshLists, b.passSetLevel)
 	resync := func(cs *mcp.ClientSession) {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
@@ -143,6 +152,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Bridge, error) 
 		ToolListChangedHandler:     func(_ context.Context, req *mcp.ToolListChangedRequest) { resync(req.Session) },
 		ResourceListChangedHandler: func(_ context.Context, req *mcp.ResourceListChangedRequest) { resync(req.Session) },
 		PromptListChangedHandler:   func(_ context.Context, req *mcp.PromptListChangedRequest) { resync(req.Session) },
+		LoggingMessageHandler:      b.passLog,
 		Logger:                     sdkLog,
 	})
 	// Until the coordinator answers, offer what an operate token sees: the
@@ -260,6 +270,7 @@ func (b *Bridge) session(ctx context.Context) (*mcp.ClientSession, target, error
 	if err := b.sync(cctx, cs); err != nil {
 		b.logger.Warn("reading the coordinator's lists failed", "err", err)
 	}
+	b.passLevel(cctx, cs)
 	b.logger.Info("connected to the coordinator", "endpoint", t.endpoint, "token", t.tokenFrom, "client", b.cfg.Client,
 		"protocol", cs.InitializeResult().ProtocolVersion)
 	return cs, t, nil

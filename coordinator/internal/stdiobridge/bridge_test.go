@@ -138,6 +138,7 @@ type stdioClient struct {
 	stdout       *syncBuffer
 	log          *syncBuffer
 	progress     chan string
+	logs         chan string
 	toolsChanged chan struct{}
 	served       chan error
 }
@@ -161,8 +162,15 @@ func (s *syncBuffer) String() string {
 
 func startBridge(t *testing.T, cfg Config) *stdioClient {
 	t.Helper()
+	return startBridgeAt(t, cfg, "")
+}
+
+// startBridgeAt connects the go-sdk client asking for a protocol version:
+// "" is the client's default.
+func startBridgeAt(t *testing.T, cfg Config, version string) *stdioClient {
+	t.Helper()
 	ctx := context.Background()
-	sc := &stdioClient{stdout: &syncBuffer{}, log: &syncBuffer{}, progress: make(chan string, 10), toolsChanged: make(chan struct{}, 10), served: make(chan error, 1)}
+	sc := &stdioClient{stdout: &syncBuffer{}, log: &syncBuffer{}, progress: make(chan string, 10), logs: make(chan string, 10), toolsChanged: make(chan struct{}, 10), served: make(chan error, 1)}
 	b, err := New(ctx, cfg, slog.New(slog.NewTextHandler(sc.log, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		t.Fatal(err)
@@ -186,8 +194,14 @@ func startBridge(t *testing.T, cfg Config) *stdioClient {
 			default:
 			}
 		},
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			select {
+			case sc.logs <- fmt.Sprintf("%s %v", req.Params.Level, req.Params.Data):
+			default:
+			}
+		},
 	})
-	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: stdoutR, Writer: stdinW}, nil)
+	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: stdoutR, Writer: stdinW}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatalf("connect to the bridge: %v\nlog:\n%s", err, sc.log.String())
 	}
