@@ -5,6 +5,12 @@
 // messages reaches stdout; a coordinator that is down or goes away becomes
 // an isError result (tools) or a JSON-RPC error (resources, prompts), and
 // the next call connects again.
+//
+// Both eras of MCP are spoken on stdio: clients that initialize (2025-11-25,
+// 2025-06-18, 2025-03-26) and stateless ones (2026-07-28: server/discover,
+// the version and capabilities in each request's _meta). The session with
+// the coordinator is the bridge's own, in whichever era the coordinator
+// offers, so the two sides' protocol _meta never cross.
 package stdiobridge
 
 import (
@@ -19,7 +25,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -127,9 +132,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Bridge, error) 
 			// is advertised, and the coordinator's messages passed on.
 			Logging: &mcp.LoggingCapabilities{},
 		},
-		// The coordinator's sessionful endpoint speaks the versions with an
-		// initialize handshake; the bridge offers its clients the same.
-		SupportedProtocolVersions: slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool { return v >= "2026-07-28" }),
+		// Every version the SDK speaks, stateless 2026-07-28 (server/discover,
+		// per-request _meta) and those with an initialize handshake, whatever
+		// the coordinator speaks: the session with it is the bridge's own.
 	})
 	b.server.AddReceivingMiddleware(mcpserver.RecoverPanics(logger)) // a bug answers an error, never a broken stream
 	b.server.AddReceivingMiddleware(b.refreshLists, b.passSetLevel)
@@ -171,7 +176,8 @@ func (b *Bridge) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	go b.session(ctx)
 	track := newInflight()
 	stdin := &drainingReader{ctx: ctx, in: bufio.NewReader(in), track: track, bound: b.cfg.DrainTimeout, logger: b.logger}
-	err := b.server.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: trackingWriter{out, track}})
+	stdout := &trackingWriter{out: out, track: track}
+	err := b.server.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: stdout})
 	b.mu.Lock()
 	cs := b.cs
 	b.cs = nil
@@ -187,6 +193,13 @@ func (b *Bridge) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		}
 	}
 	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) || errors.Is(err, mcp.ErrConnectionClosed) {
+		return nil
+	}
+	if stdin.ended.Load() && stdout.failed.Load() {
+		// The client closed stdin and then stopped reading (a stateless
+		// client's subscriptions/listen is answered as it goes): it is gone,
+		// which is how a session ends.
+		b.logger.Debug("the client stopped reading stdout after closing stdin", "err", err)
 		return nil
 	}
 	return err
@@ -409,7 +422,13 @@ func (b *Bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 	if be := (*bridgeError)(nil); errors.As(err, &be) {
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: be.msg}}}, nil
 	}
-	return res, err
+	if err != nil {
+		return nil, err
+	}
+	// A result of the bridge's own, so that the SDK marks it for the
+	// client's era: the coordinator's result type and reserved _meta keys
+	// (its serverInfo) describe the bridge's session, not the client's.
+	return &mcp.CallToolResult{Meta: passMeta(res.Meta), Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError}, nil
 }
 
 func (b *Bridge) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
@@ -418,7 +437,10 @@ func (b *Bridge) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 		res, err = cs.ReadResource(ctx, &mcp.ReadResourceParams{Meta: passMeta(req.Params.Meta), URI: req.Params.URI})
 		return err
 	})
-	return res, rpcError(err)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return &mcp.ReadResourceResult{Meta: passMeta(res.Meta), Cacheable: res.Cacheable, Contents: res.Contents}, nil // as callTool
 }
 
 func (b *Bridge) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
@@ -427,12 +449,17 @@ func (b *Bridge) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp
 		res, err = cs.GetPrompt(ctx, &mcp.GetPromptParams{Meta: passMeta(req.Params.Meta), Name: req.Params.Name, Arguments: req.Params.Arguments})
 		return err
 	})
-	return res, rpcError(err)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return &mcp.GetPromptResult{Meta: passMeta(res.Meta), Description: res.Description, Messages: res.Messages}, nil // as callTool
 }
 
 // passMeta is the _meta to pass on: the client's own keys (its progress
-// token above all), without the protocol's reserved ones, which describe
-// the stdio session and not the bridge's session with the coordinator.
+// token above all), without the protocol's reserved ones
+// (io.modelcontextprotocol/…: version, capabilities, identity), which
+// describe one side's session and not the other's. The same holds for the
+// coordinator's answers on their way back.
 func passMeta(m mcp.Meta) mcp.Meta {
 	var out mcp.Meta
 	for k, v := range m {

@@ -53,6 +53,10 @@ type testCoordinator struct {
 	deps  mcpserver.Deps
 	mu    sync.Mutex
 	srv   *http.Server
+	// stateless: the endpoint answers only the stateless revision
+	// (2026-07-28), each request on its own, as a coordinator behind a
+	// load balancer may; otherwise it is the product's /mcp handler.
+	stateless bool
 }
 
 type dropDispatcher struct{}
@@ -95,6 +99,19 @@ func newTestCoordinator(t *testing.T, runWait time.Duration) *testCoordinator {
 	return c
 }
 
+// forEachCoordinator runs f, in parallel subtests, with a coordinator of
+// each era, not started yet.
+func forEachCoordinator(t *testing.T, runWait time.Duration, f func(*testing.T, *testCoordinator)) {
+	for _, era := range eras {
+		t.Run("coordinator="+era.name, func(t *testing.T) {
+			t.Parallel()
+			c := newTestCoordinator(t, runWait)
+			c.stateless = era.name == "stateless"
+			f(t, c)
+		})
+	}
+}
+
 func (c *testCoordinator) endpoint() string { return "http://" + c.addr + "/mcp" }
 
 // start serves on the address with a fresh handler: no session survives.
@@ -112,7 +129,17 @@ func (c *testCoordinator) start() {
 		c.t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcpserver.Handler(c.deps, mcpserver.DefaultGuardConfig()))
+	h := mcpserver.Handler(c.deps, mcpserver.DefaultGuardConfig())
+	if c.stateless {
+		read, operate := mcpserver.NewServer(c.deps, store.ScopeRead), mcpserver.NewServer(c.deps, store.ScopeOperate)
+		h = mcpserver.Guard(mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+			if caller, ok := mcpserver.CallerFrom(r.Context()); ok && caller.Scope == store.ScopeOperate {
+				return operate
+			}
+			return read
+		}, &mcp.StreamableHTTPOptions{Stateless: true}), c.st, mcpserver.DefaultGuardConfig(), c.deps.Logger)
+	}
+	mux.Handle("/mcp", h)
 	srv := &http.Server{Handler: mux}
 	c.mu.Lock()
 	c.srv = srv
@@ -277,11 +304,38 @@ func (c *testCoordinator) direct(t *testing.T, token string) *mcp.ClientSession 
 	return cs
 }
 
+// eras are the two ways a client speaks MCP: with an initialize handshake
+// and a session, or stateless (server/discover, _meta on every request).
+var eras = []struct{ name, version string }{
+	{"legacy", "2025-11-25"},
+	{"stateless", "2026-07-28"},
+}
+
+// Both eras of client over stdio, and both eras of coordinator behind the
+// bridge: each of the four pairs forwards everything.
 func TestStdioBridgeForwardsEverything(t *testing.T) {
 	t.Parallel()
-	c := newTestCoordinator(t, 300*time.Millisecond)
-	c.start()
-	sc := startBridge(t, Config{Endpoint: c.endpoint(), Token: operateToken, Client: "stdio-test"})
+	for _, client := range eras {
+		for _, coordinator := range eras {
+			t.Run("client="+client.name+",coordinator="+coordinator.name, func(t *testing.T) {
+				t.Parallel()
+				c := newTestCoordinator(t, 300*time.Millisecond)
+				c.stateless = coordinator.name == "stateless"
+				c.start()
+				sc := startBridgeAt(t, Config{Endpoint: c.endpoint(), Token: operateToken, Client: "stdio-test"}, client.version)
+				if got := sc.InitializeResult().ProtocolVersion; got != client.version {
+					t.Fatalf("the client speaks %s to the bridge; want %s", got, client.version)
+				}
+				forwardsEverything(t, c, sc)
+				if want := "protocol=" + coordinator.version; !strings.Contains(sc.log.String(), want) {
+					t.Errorf("the bridge's log lacks %q:\n%s", want, sc.log.String())
+				}
+			})
+		}
+	}
+}
+
+func forwardsEverything(t *testing.T, c *testCoordinator, sc *stdioClient) {
 	ctx := context.Background()
 
 	// Tools, resources and prompts: exactly what the coordinator lists.
@@ -411,9 +465,13 @@ func TestStdioBridgeReadToken(t *testing.T) {
 	}
 }
 
+// For a coordinator of either era: down, up, down, back, restarted.
 func TestStdioBridgeCoordinatorDownAndBack(t *testing.T) {
 	t.Parallel()
-	c := newTestCoordinator(t, 300*time.Millisecond)
+	forEachCoordinator(t, 300*time.Millisecond, coordinatorDownAndBack)
+}
+
+func coordinatorDownAndBack(t *testing.T, c *testCoordinator) {
 	sc := startBridge(t, Config{Endpoint: c.endpoint(), Token: operateToken})
 
 	// Down at start: the tools are listed anyway, and a call says why it fails.
@@ -455,10 +513,20 @@ func TestStdioBridgeCoordinatorDownAndBack(t *testing.T) {
 // Down at start, the bridge lists every tool; once the coordinator answers,
 // a read token's list shrinks to what the coordinator shows it, and the
 // client is told the list changed.
+// A client of either era is told (a stateless one through its
+// subscriptions/listen stream).
 func TestStdioBridgeListChangesWhenTheCoordinatorAnswers(t *testing.T) {
 	t.Parallel()
-	c := newTestCoordinator(t, 300*time.Millisecond)
-	sc := startBridge(t, Config{Endpoint: c.endpoint(), Token: readToken})
+	for _, client := range eras {
+		t.Run("client="+client.name, func(t *testing.T) {
+			t.Parallel()
+			c := newTestCoordinator(t, 300*time.Millisecond)
+			listChangesWhenTheCoordinatorAnswers(t, c, startBridgeAt(t, Config{Endpoint: c.endpoint(), Token: readToken}, client.version))
+		})
+	}
+}
+
+func listChangesWhenTheCoordinatorAnswers(t *testing.T, c *testCoordinator, sc *stdioClient) {
 	if got := toolNames(t, sc.ClientSession); !strings.Contains(got, "run_command") {
 		t.Fatalf("with the coordinator down, tools %s", got)
 	}
@@ -481,10 +549,15 @@ func TestStdioBridgeCoordinatorDiesDuringACall(t *testing.T) {
 	// Without a progress token the coordinator sends nothing before the
 	// result, so it dies before the response starts; with one, it dies
 	// while the response stream is open.
-	for _, progress := range []bool{false, true} {
-		t.Run(fmt.Sprintf("progress=%v", progress), func(t *testing.T) {
+	for _, tt := range []struct {
+		progress  bool
+		stateless bool
+	}{{false, false}, {true, false}, {false, true}, {true, true}} {
+		progress := tt.progress
+		t.Run(fmt.Sprintf("progress=%v,stateless=%v", tt.progress, tt.stateless), func(t *testing.T) {
 			t.Parallel()
 			c := newTestCoordinator(t, 20*time.Second) // run_command waits long for a person
+			c.stateless = tt.stateless
 			c.start()
 			sc := startBridge(t, Config{Endpoint: c.endpoint(), Token: operateToken})
 			stopped := make(chan time.Time, 1)

@@ -17,6 +17,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -91,6 +92,9 @@ func (f *inflight) received(line []byte) {
 			if k, ok := idKey(m.Params.RequestID); ok {
 				f.done(k)
 			}
+		case m.Method == "subscriptions/listen":
+			// A stateless client's stream of list changes: it lasts until
+			// the client goes, and nobody waits for its end.
 		case m.Method != "":
 			if k, ok := idKey(m.ID); ok {
 				f.mu.Lock()
@@ -160,15 +164,17 @@ type drainingReader struct {
 	logger *slog.Logger
 
 	drained bool
-	line    []byte // the line being read, when longer than in's buffer
-	pending []byte // read and noted, not yet handed on
-	err     error  // to hand on after pending
+	ended   atomic.Bool // the client's input has ended
+	line    []byte      // the line being read, when longer than in's buffer
+	pending []byte      // read and noted, not yet handed on
+	err     error       // to hand on after pending
 }
 
 func (r *drainingReader) Read(p []byte) (int, error) {
 	for len(r.pending) == 0 {
 		if r.err != nil {
 			if errors.Is(r.err, io.EOF) {
+				r.ended.Store(true)
 				r.drain()
 			}
 			return 0, r.err
@@ -214,16 +220,19 @@ func (r *drainingReader) drain() {
 // trackingWriter notes the answers written to the client. The SDK writes
 // one message (or batch) per Write.
 type trackingWriter struct {
-	out   io.Writer
-	track *inflight
+	out    io.Writer
+	track  *inflight
+	failed atomic.Bool // a write failed
 }
 
-func (w trackingWriter) Write(p []byte) (int, error) {
+func (w *trackingWriter) Write(p []byte) (int, error) {
 	n, err := w.out.Write(p)
-	if err == nil {
-		w.track.sent(p)
+	if err != nil {
+		w.failed.Store(true)
+		return n, err
 	}
-	return n, err
+	w.track.sent(p)
+	return n, nil
 }
 
-func (trackingWriter) Close() error { return nil }
+func (*trackingWriter) Close() error { return nil }

@@ -110,7 +110,7 @@ func TestDrainingReaderNotesRequests(t *testing.T) {
 		`{"jsonrpc":"2.0","id":"long","result":{}}` + "\n",
 		`{"jsonrpc":"2.0","id":5,"result":{}}` + "\n",
 	} {
-		trackingWriter{io.Discard, track}.Write([]byte(answer))
+		(&trackingWriter{out: io.Discard, track: track}).Write([]byte(answer))
 	}
 	if n := track.count(); n != 0 {
 		t.Errorf("%d requests still in flight after every answer", n)
