@@ -175,7 +175,7 @@ func (b *Bridge) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	// Connect early, so that the first list is the coordinator's.
 	go b.session(ctx)
 	track := newInflight()
-	stdin := &drainingReader{ctx: ctx, in: bufio.NewReader(in), track: track, bound: b.cfg.DrainTimeout, logger: b.logger}
+	stdin := &drainingReader{stop: ctx.Done(), in: bufio.NewReader(in), track: track, bound: b.cfg.DrainTimeout, logger: b.logger}
 	stdout := &trackingWriter{out: out, track: track}
 	err := b.server.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: stdout})
 	b.mu.Lock()
@@ -195,11 +195,11 @@ func (b *Bridge) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) || errors.Is(err, mcp.ErrConnectionClosed) {
 		return nil
 	}
-	if stdin.ended.Load() && stdout.failed.Load() {
-		// The client closed stdin and then stopped reading (a stateless
-		// client's subscriptions/listen is answered as it goes): it is gone,
-		// which is how a session ends.
-		b.logger.Debug("the client stopped reading stdout after closing stdin", "err", err)
+	if stdout.failed.Load() {
+		// The client stopped reading, as one that exits does (a stateless
+		// client's subscriptions/listen, cancelled as it goes, is answered
+		// to a closed pipe): with nobody to answer, the session is over.
+		b.logger.Info("stdout closed: the client went away", "err", err)
 		return nil
 	}
 	return err

@@ -10,7 +10,6 @@ package stdiobridge
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -134,8 +133,8 @@ func (f *inflight) count() int {
 }
 
 // wait returns when every request has been answered, the bound has passed
-// or ctx is done, with the number still unanswered.
-func (f *inflight) wait(ctx context.Context, bound time.Duration) int {
+// or stop is closed, with the number still unanswered.
+func (f *inflight) wait(stop <-chan struct{}, bound time.Duration) int {
 	timer := time.NewTimer(bound)
 	defer timer.Stop()
 	for {
@@ -147,7 +146,7 @@ func (f *inflight) wait(ctx context.Context, bound time.Duration) int {
 		case <-f.changed:
 		case <-timer.C:
 			return n
-		case <-ctx.Done():
+		case <-stop:
 			return n
 		}
 	}
@@ -157,24 +156,22 @@ func (f *inflight) wait(ctx context.Context, bound time.Duration) int {
 // noting the requests in it, and holds the end of the input back until
 // they are answered (bounded).
 type drainingReader struct {
-	ctx    context.Context
+	stop   <-chan struct{} // the bridge is stopping: no more waiting
 	in     *bufio.Reader
 	track  *inflight
 	bound  time.Duration
 	logger *slog.Logger
 
 	drained bool
-	ended   atomic.Bool // the client's input has ended
-	line    []byte      // the line being read, when longer than in's buffer
-	pending []byte      // read and noted, not yet handed on
-	err     error       // to hand on after pending
+	line    []byte // the line being read, when longer than in's buffer
+	pending []byte // read and noted, not yet handed on
+	err     error  // to hand on after pending
 }
 
 func (r *drainingReader) Read(p []byte) (int, error) {
 	for len(r.pending) == 0 {
 		if r.err != nil {
 			if errors.Is(r.err, io.EOF) {
-				r.ended.Store(true)
 				r.drain()
 			}
 			return 0, r.err
@@ -212,7 +209,7 @@ func (r *drainingReader) drain() {
 	}
 	r.drained = true
 	r.logger.Info("stdin closed; answering the requests still in flight before exiting", "requests", n, "within", r.bound)
-	if left := r.track.wait(r.ctx, r.bound); left > 0 {
+	if left := r.track.wait(r.stop, r.bound); left > 0 {
 		r.logger.Warn("stdin closed; requests left unanswered", "requests", left, "waited", r.bound)
 	}
 }

@@ -70,6 +70,28 @@ func TestStdioBridgeDrainIsBounded(t *testing.T) {
 	}
 }
 
+// A client that closes stdin and stops reading (it exited) is not waited
+// for: the first answer that cannot be written ends the wait.
+func TestStdioBridgeDrainEndsWhenStdoutCloses(t *testing.T) {
+	t.Parallel()
+	c := newTestCoordinator(t, 20*time.Second)
+	c.start()
+	r := startRaw(t, Config{Endpoint: c.endpoint(), Token: operateToken}) // the default bound, 30 s
+	r.initialize(t, "2025-11-25")
+	// The progress token makes the coordinator write while the call waits.
+	r.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":{"progressToken":"p"},"name":"run_command","arguments":{"server":"web-1","command":"uptime","reason":"look","timeout_seconds":10}}}`)
+	r.stdout.Close()
+	r.stdin.Close()
+	select {
+	case err := <-r.served:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the bridge still waits for a client that stopped reading\nlog:\n%s", r.log.String())
+	}
+}
+
 // The reader hands every byte on unchanged, and notes each request once:
 // in a batch, on a line longer than its buffer, on a last line without a
 // newline; a cancellation or an answer forgets it.
@@ -88,7 +110,7 @@ func TestDrainingReaderNotesRequests(t *testing.T) {
 		`{"jsonrpc":"2.0","id":5.0,"method":"ping"}`,
 	}, "\n")
 	track := newInflight()
-	r := &drainingReader{ctx: context.Background(), in: bufio.NewReader(strings.NewReader(input)), track: track, logger: slog.New(slog.DiscardHandler)}
+	r := &drainingReader{in: bufio.NewReader(strings.NewReader(input)), track: track, logger: slog.New(slog.DiscardHandler)}
 	out, err := io.ReadAll(r)
 	if err != nil || string(out) != input {
 		t.Fatalf("read %d bytes (%v); want the input unchanged", len(out), err)

@@ -16,6 +16,7 @@ import (
 // client's habits (its handshake, its fallbacks).
 type rawStdio struct {
 	stdin  *io.PipeWriter
+	stdout *io.PipeReader
 	lines  chan []byte // the bridge's stdout, a line each; closed with it
 	served chan error  // Serve's result
 	log    *syncBuffer
@@ -30,7 +31,7 @@ func startRaw(t *testing.T, cfg Config) *rawStdio {
 	}
 	stdinR, stdinW := io.Pipe()
 	stdoutR, stdoutW := io.Pipe()
-	r.stdin = stdinW
+	r.stdin, r.stdout = stdinW, stdoutR
 	go func() {
 		r.served <- b.Serve(context.Background(), stdinR, stdoutW)
 		stdoutW.Close()
