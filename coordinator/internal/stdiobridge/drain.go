@@ -20,11 +20,14 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/gridcity/gridcity/coordinator/internal/command"
 )
 
-// DefaultDrainTimeout covers run_command's wait for a person (25 s), after
-// which the coordinator answers with a request id to wait on.
-const DefaultDrainTimeout = 30 * time.Second
+// DefaultDrainTimeout covers the longest wait of a call the coordinator
+// answers in time: wait_for_command's (45 s; run_command's is 25 s), plus
+// a margin for the way back.
+const DefaultDrainTimeout = command.WaitAgain + 5*time.Second
 
 // inflight is the set of the client's requests not yet answered, by id.
 type inflight struct {

@@ -76,7 +76,7 @@ func TestStdioBridgeDrainEndsWhenStdoutCloses(t *testing.T) {
 	t.Parallel()
 	c := newTestCoordinator(t, 20*time.Second)
 	c.start()
-	r := startRaw(t, Config{Endpoint: c.endpoint(), Token: operateToken}) // the default bound, 30 s
+	r := startRaw(t, Config{Endpoint: c.endpoint(), Token: operateToken}) // the default bound, 50 s
 	r.initialize(t, "2025-11-25")
 	// The progress token makes the coordinator write while the call waits.
 	r.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":{"progressToken":"p"},"name":"run_command","arguments":{"server":"web-1","command":"uptime","reason":"look","timeout_seconds":10}}}`)

@@ -75,7 +75,7 @@ func TestStdioBridgeStatelessClient(t *testing.T) {
 		// stdin ends the bridge without waiting for it.
 		r.send(t, `{"jsonrpc":"2.0","id":5,"method":"subscriptions/listen","params":{%s,"notifications":{"toolsListChanged":true}}}`, meta)
 		r.stdin.Close()
-		r.rest(t, 10*time.Second) // DefaultDrainTimeout is 30 s
+		r.rest(t, 10*time.Second) // DefaultDrainTimeout is 50 s
 		if err := <-r.served; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
