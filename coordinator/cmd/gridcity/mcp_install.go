@@ -79,7 +79,8 @@ func executable() string {
 
 func (in *installer) run(ctx context.Context) error {
 	var list []clients.Client
-	if len(in.opts.ids) == 0 {
+	detect := len(in.opts.ids) == 0 // no client named: those installed here
+	if detect {
 		list = clients.All()
 	}
 	for _, id := range in.opts.ids {
@@ -89,16 +90,25 @@ func (in *installer) run(ctx context.Context) error {
 		}
 		list = append(list, c)
 	}
-	var failed []string
+	var failed, skipped []string
 	for _, c := range list {
 		if ok, why := c.Installed(in.host, in.exists, in.onPath); !ok {
-			fmt.Fprintf(in.out, "%s: not installed here (%s), skipped\n", c.Name, why)
-			continue
+			if detect {
+				fmt.Fprintf(in.out, "%s: not installed here (%s), skipped\n", c.Name, why)
+				skipped = append(skipped, c.ID)
+				continue
+			}
+			// Named: its config is written all the same (its folder
+			// created), ready for when it is installed or first run.
+			fmt.Fprintf(in.out, "%s: not detected here (%s); writing its config anyway, as it was named\n", c.Name, why)
 		}
 		if err := in.client(ctx, c); err != nil {
 			fmt.Fprintf(in.out, "%s: %v\n", c.Name, err)
 			failed = append(failed, c.ID)
 		}
+	}
+	if len(skipped) > 0 {
+		fmt.Fprintf(in.out, "\nSkipped the clients not found here; name one to write its config anyway, e.g. `gridcity mcp --install %s`.\n", skipped[0])
 	}
 	if in.wrote {
 		fmt.Fprintln(in.out, "\nRestart a client (or reload its MCP servers) to pick the change up. `gridcity token list` shows each client's token; `gridcity token revoke NAME` cuts that client off alone.")

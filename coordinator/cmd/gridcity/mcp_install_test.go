@@ -329,3 +329,49 @@ func TestLineDiff(t *testing.T) {
 		}
 	}
 }
+
+// A client named on the command line gets its config even where it was not
+// detected (no folder yet, not on PATH): the folder is created. Without a
+// name, clients not found are skipped, and the output says how to name one.
+func TestInstallNamedClientIntoAnAbsentFolder(t *testing.T) {
+	ctx := context.Background()
+	in, out := testInstaller(t)
+	home := in.host.Home
+
+	if err := in.run(ctx); err != nil {
+		t.Fatalf("auto-detect in an empty home: %v\n%s", err, out)
+	}
+	if !strings.Contains(out.String(), "name one to write its config anyway, e.g. `gridcity mcp --install claude-code`") {
+		t.Errorf("auto-detect output does not say how to install an undetected client:\n%s", out)
+	}
+	if got := liveTokens(t, in.st); len(got) != 0 {
+		t.Errorf("auto-detect in an empty home minted %v", got)
+	}
+
+	for _, id := range clients.IDs() {
+		c, err := clients.Lookup(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.Reset()
+		in.opts.ids = []string{id}
+		if err := in.run(ctx); err != nil {
+			t.Fatalf("%s: %v\n%s", id, err, out)
+		}
+		path := c.Path(in.host)
+		if !strings.Contains(out.String(), c.Name+": not detected here") || !strings.Contains(out.String(), c.Name+": wrote "+in.host.Tilde(path)) {
+			t.Errorf("%s: output\n%s\nwant it to say the client was not detected and its file was written", id, out)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		tok, _ := c.CurrentToken(b)
+		if tk, err := in.st.TokenByHash(ctx, mcpserver.HashToken(tok)); err != nil || tk.Name != id {
+			t.Errorf("%s: the token in %s is %q (%v); want the live token %q", id, path, tk.Name, err, id)
+		}
+		if fi, err := os.Stat(filepath.Dir(path)); err != nil || (filepath.Dir(path) != home && fi.Mode().Perm() != 0o700) {
+			t.Errorf("%s: folder %s: %v %v; want it created 0700", id, filepath.Dir(path), fi.Mode().Perm(), err)
+		}
+	}
+}
