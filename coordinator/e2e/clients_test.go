@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
@@ -16,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // tsclientInstall is the one install of the pinned Node.js clients
@@ -87,11 +90,60 @@ func TestMCPClients(t *testing.T) {
 	app := c.login(t)
 	endpoint := "http://" + c.http + "/mcp"
 
+	for _, version := range []string{"2026-07-28", "2025-11-25"} {
+		t.Run("go-sdk-"+version, func(t *testing.T) { testGoSDK(t, c, app, tok, agent, version) })
+	}
 	t.Run("mcp-go", func(t *testing.T) { testMCPGo(t, c, app, tok, agent) })
 	for _, era := range []string{"legacy", "modern"} {
 		t.Run("inspector-"+era, func(t *testing.T) { testInspector(t, nodeClients(t), endpoint, tok, agent, era) })
 	}
 	t.Run("conformance", func(t *testing.T) { testConformance(t, nodeClients(t), endpoint, tok) })
+}
+
+// testGoSDK connects the go-sdk client in one protocol era (stateless
+// 2026-07-28, or a 2025-11-25 session), lists the tools, reads a server in
+// full and runs a command a person approves, the answers validated by the
+// client against the output schemas.
+func testGoSDK(t *testing.T, c *coordinator, app *approverApp, tok, agent, version string) {
+	client := "go-sdk-" + version
+	hc := &http.Client{Transport: headerTransport{map[string]string{"Authorization": "Bearer " + tok, "X-Agent-Client": client}}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: client, Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: "http://" + c.http + "/mcp", HTTPClient: hc, MaxRetries: -1},
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatalf("%s: connect: %v", client, err)
+	}
+	defer cs.Close()
+	if got := cs.InitializeResult().ProtocolVersion; got != version {
+		t.Fatalf("%s: speaks %s", client, got)
+	}
+	var names []string
+	for tool, err := range cs.Tools(context.Background(), nil) {
+		if err != nil {
+			t.Fatalf("%s: tools/list: %v", client, err)
+		}
+		names = append(names, tool.Name)
+	}
+	if got := strings.Join(slices.Sorted(slices.Values(names)), ","); got != allToolNames {
+		t.Errorf("%s: tools/list gave %s; want %s", client, got, allToolNames)
+	}
+	v, err := oneServer(cs, agent)
+	if err != nil || v.Status != "online" || len(v.Disks) == 0 {
+		t.Errorf("%s: list_servers {name}: %+v, %v", client, v, err)
+	}
+	command := "echo go-sdk speaks " + version
+	decided := make(chan error, 1)
+	go func() { decided <- decide(app, agent, command, client, true, 60*time.Second) }()
+	res := callCommand(t, cs, "run_command", map[string]any{"server": agent, "command": command, "reason": "e2e: the go-sdk client in each era", "timeout_seconds": 30})
+	if err := <-decided; err != nil {
+		t.Fatalf("%s: approving its run_command: %v", client, err)
+	}
+	if res.Status == "waiting" {
+		res = callCommand(t, cs, "wait_for_command", map[string]any{"request_id": res.RequestID})
+	}
+	if res.Status != "completed" || !strings.Contains(res.Stdout, "go-sdk speaks "+version) {
+		t.Errorf("%s: run_command gave %+v", client, res)
+	}
 }
 
 // testMCPGo builds the test-only mcp-go module (coordinator/e2e/mcpgoclient,
