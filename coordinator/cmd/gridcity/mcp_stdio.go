@@ -34,7 +34,7 @@ func cmdMCPStdio(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.Bool("stdio", false, "serve MCP on stdin and stdout, bridged to the coordinator (this mode)")
 	endpoint := fs.String("url", "", "the coordinator's MCP endpoint (default: from the data directory's coordinator.json, else "+stdiobridge.DefaultEndpoint+")")
 	token := fs.String("token", "", "MCP token (default: the data directory's local token); prefer GRIDCITY_TOKEN: command lines are visible to other users")
-	client := fs.String("client", "stdio", "the client's name, sent as X-Agent-Client: shown on approval cards and in the audit log")
+	client := fs.String("client", "", "the client's name, sent as X-Agent-Client: shown on approval cards and in the audit log (default: the name the stdio client gives itself, then \"stdio\")")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error (the log goes to stderr)")
 	if err := parse(fs, args); err != nil {
 		return err

@@ -29,6 +29,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -59,7 +60,7 @@ type Config struct {
 	Endpoint string
 	Token    string
 	// Client is sent as X-Agent-Client: shown on approval cards and in the
-	// audit log (default "stdio").
+	// audit log (default: the stdio client's clientInfo name, "NAME (stdio)", else "stdio").
 	Client string
 	// Version is the bridge's serverInfo.version.
 	Version string
@@ -111,9 +112,6 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Bridge, error) 
 			return nil, err
 		}
 		cfg.Endpoint = ep
-	}
-	if cfg.Client == "" {
-		cfg.Client = "stdio"
 	}
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = DefaultDrainTimeout
@@ -264,7 +262,7 @@ func (b *Bridge) session(ctx context.Context) (*mcp.ClientSession, target, error
 	b.at = t
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	hc := &http.Client{Transport: &bridgeTransport{base: http.DefaultTransport, token: t.token, client: b.cfg.Client}}
+	hc := &http.Client{Transport: &bridgeTransport{base: http.DefaultTransport, token: t.token, client: b.clientName}}
 	cs, err := b.client.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: t.endpoint, HTTPClient: hc}, nil)
 	if err != nil {
 		e := connectError(t, err, cctx.Err() != nil && ctx.Err() == nil)
@@ -284,7 +282,7 @@ func (b *Bridge) session(ctx context.Context) (*mcp.ClientSession, target, error
 		b.logger.Warn("reading the coordinator's lists failed", "err", err)
 	}
 	b.passLevel(cctx, cs)
-	b.logger.Info("connected to the coordinator", "endpoint", t.endpoint, "token", t.tokenFrom, "client", b.cfg.Client,
+	b.logger.Info("connected to the coordinator", "endpoint", t.endpoint, "token", t.tokenFrom, "client", b.clientName(),
 		"protocol", cs.InitializeResult().ProtocolVersion)
 	return cs, t, nil
 }
@@ -626,14 +624,47 @@ func (e *statusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.code,
 // the guard's refusals into errors that carry its reason, and watches the
 // response streams of calls.
 type bridgeTransport struct {
-	base          http.RoundTripper
-	token, client string
+	base   http.RoundTripper
+	token  string
+	client func() string
+}
+
+// clientName is the name approval cards show for this client: --client
+// when given, else the name the stdio client gave itself (its clientInfo),
+// marked as coming through the bridge, else "stdio".
+func (b *Bridge) clientName() string {
+	if b.cfg.Client != "" {
+		return b.cfg.Client
+	}
+	if ss := b.stdio.Load(); ss != nil {
+		if p := ss.InitializeParams(); p != nil && p.ClientInfo != nil {
+			if name := headerSafe(p.ClientInfo.Name, 48); name != "" {
+				return name + " (stdio)"
+			}
+		}
+	}
+	return "stdio"
+}
+
+// headerSafe is s with only printable characters, at most n of them: a
+// client's own name, fit for a header.
+func headerSafe(s string, n int) string {
+	s = strings.TrimSpace(strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) {
+			return r
+		}
+		return -1
+	}, s))
+	if r := []rune(s); len(r) > n {
+		s = string(r[:n])
+	}
+	return s
 }
 
 func (t *bridgeTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+t.token)
-	r.Header.Set("X-Agent-Client", t.client)
+	r.Header.Set("X-Agent-Client", t.client())
 	w, _ := r.Context().Value(callWatchKey{}).(*callWatch)
 	if w != nil {
 		w.resumed() // a stream resumed: its response may still come

@@ -295,7 +295,7 @@ func toolNames(t *testing.T, cs *mcp.ClientSession) string {
 // direct is a client of the coordinator's HTTP endpoint, for comparison.
 func (c *testCoordinator) direct(t *testing.T, token string) *mcp.ClientSession {
 	t.Helper()
-	hc := &http.Client{Transport: &bridgeTransport{base: http.DefaultTransport, token: token, client: "direct"}}
+	hc := &http.Client{Transport: &bridgeTransport{base: http.DefaultTransport, token: token, client: func() string { return "direct" }}}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "direct", Version: "1"}, nil).Connect(context.Background(),
 		&mcp.StreamableClientTransport{Endpoint: c.endpoint(), HTTPClient: hc}, nil)
 	if err != nil {
@@ -700,8 +700,8 @@ func TestStdioBridgeFindsTheCoordinator(t *testing.T) {
 		t.Fatalf("run_command: %s\nlog:\n%s", text(res), sc.log.String())
 	}
 	pending, _ := c.cmds.Pending(context.Background())
-	if len(pending) != 1 || pending[0].Token != "operate-test" || pending[0].Client != "stdio" {
-		t.Errorf("pending %+v; want the found token and the client stdio", pending)
+	if len(pending) != 1 || pending[0].Token != "operate-test" || pending[0].Client != "stdio-test (stdio)" {
+		t.Errorf("pending %+v; want the found token and the client by its own name", pending)
 	}
 	if !strings.Contains(sc.log.String(), from) {
 		t.Errorf("the log does not say where the token came from:\n%s", sc.log.String())
@@ -737,6 +737,40 @@ func TestNormalizeEndpoint(t *testing.T) {
 		got, err := NormalizeEndpoint(tt.in)
 		if got != tt.want || (err == nil) != (tt.err == "") || (err != nil && !strings.Contains(err.Error(), tt.err)) {
 			t.Errorf("NormalizeEndpoint(%q) = %q, %v; want %q, %q", tt.in, got, err, tt.want, tt.err)
+		}
+	}
+}
+
+// Without --client, approval cards name the stdio client by the name it
+// gave itself, marked as coming through the bridge; --client overrides it.
+func TestStdioBridgeNamesTheClientByItsClientInfo(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ client, want string }{{"", "stdio-test (stdio)"}, {"claude-desktop", "claude-desktop"}} {
+		t.Run("client="+tc.client, func(t *testing.T) {
+			c := newTestCoordinator(t, 300*time.Millisecond)
+			c.start()
+			sc := startBridgeAt(t, Config{Endpoint: c.endpoint(), Token: operateToken, Client: tc.client}, "2025-11-25")
+			res := sc.call(t, "run_command", map[string]any{"server": "web-1", "command": "uptime", "reason": "look", "timeout_seconds": 10})
+			if res.IsError {
+				t.Fatalf("run_command: %+v", res)
+			}
+			pending, _ := c.cmds.Pending(context.Background())
+			if len(pending) != 1 || pending[0].Client != tc.want {
+				t.Errorf("pending %+v; want the client named %q", pending, tc.want)
+			}
+		})
+	}
+}
+
+func TestHeaderSafe(t *testing.T) {
+	for in, want := range map[string]string{
+		"Claude Desktop":        "Claude Desktop",
+		" zed\r\nX-Evil: 1 ":    "zedX-Evil: 1",
+		"\x00\x1b[2J":           "[2J",
+		strings.Repeat("é", 60): strings.Repeat("é", 48),
+	} {
+		if got := headerSafe(in, 48); got != want {
+			t.Errorf("headerSafe(%q) = %q; want %q", in, got, want)
 		}
 	}
 }
