@@ -2,8 +2,9 @@
 // restart behind one interface: enrolled agents and join tokens, MCP tokens,
 // the servers' last state and a bounded metric history, and the CA.
 //
-// SQLite (modernc.org/sqlite, no cgo, WAL) is the default engine; the
-// interface is shaped so that a PostgreSQL engine can sit beside it. Secrets
+// SQLite (modernc.org/sqlite, no cgo, WAL) is the default engine;
+// PostgreSQL (pgx) is the engine for a database the operator already runs,
+// with the same behaviour, checked by the same tests. Secrets
 // are never stored: join tokens and MCP tokens are kept as sha256 hashes.
 package store
 
