@@ -11,6 +11,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -223,4 +224,17 @@ type Token struct {
 	Hash      []byte
 	CreatedAt time.Time
 	RevokedAt time.Time
+}
+
+// Open opens the store a coordinator is configured with: the PostgreSQL
+// database at url (postgres://…) when it is set, else the SQLite file in
+// dir.
+func Open(ctx context.Context, url, dir string) (Store, error) {
+	switch {
+	case url == "":
+		return OpenSQLite(ctx, dir)
+	case IsPostgresURL(url):
+		return OpenPostgres(ctx, url)
+	}
+	return nil, fmt.Errorf("store URL %s: want postgres://USER:PASSWORD@HOST:PORT/DATABASE, or none for the embedded SQLite in the data directory", RedactURL(url))
 }
