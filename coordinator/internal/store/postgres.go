@@ -159,6 +159,12 @@ func OpenPostgres(ctx context.Context, rawURL string) (*Postgres, error) {
 	if secret == "" {
 		secret = cfg.ConnConfig.Password
 	}
+	// As many connections as SQLite's readers and its writer, unless the
+	// URL says (pool_max_conns): pgx's default (4 on a small machine) would
+	// queue the app and the MCP tools behind a fleet's state flush.
+	if !strings.Contains(rawURL, "pool_max_conns") {
+		cfg.MaxConns = max(cfg.MaxConns, readConns+1)
+	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
 	}
