@@ -67,6 +67,13 @@ func Run(m *testing.M) int {
 // when PostgreSQL is not installed, unless CI=true.
 func Database(t testing.TB) string {
 	t.Helper()
+	return DatabaseWith(t, "")
+}
+
+// DatabaseWith is Database with options for CREATE DATABASE, such as a
+// locale other than C: "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'".
+func DatabaseWith(t testing.TB, options string) string {
+	t.Helper()
 	shared.once.Do(func() { shared.srv, shared.err = Start(context.Background()) })
 	if shared.err != nil {
 		var missing *testfleet.MissingError
@@ -75,7 +82,7 @@ func Database(t testing.TB) string {
 		}
 		t.Fatalf("start PostgreSQL: %v", shared.err)
 	}
-	return shared.srv.Database(t)
+	return shared.srv.Database(t, options)
 }
 
 // Start initialises a cluster in a temporary directory and runs it on a
@@ -209,12 +216,13 @@ func (s *Server) URL(db string) string {
 // Password is the superuser's password, which the URLs carry.
 func (s *Server) Password() string { return s.password }
 
-// Database creates an empty database for the test and returns its URL;
-// it is dropped when the test ends, after the test's own cleanups.
-func (s *Server) Database(t testing.TB) string {
+// Database creates an empty database for the test, with options for
+// CREATE DATABASE, and returns its URL; it is dropped when the test ends,
+// after the test's own cleanups.
+func (s *Server) Database(t testing.TB, options string) string {
 	t.Helper()
 	name := fmt.Sprintf("t%d_%d", os.Getpid(), s.n.Add(1))
-	if err := s.admin(fmt.Sprintf(`CREATE DATABASE %s`, name)); err != nil {
+	if err := s.admin(fmt.Sprintf(`CREATE DATABASE %s %s`, name, options)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

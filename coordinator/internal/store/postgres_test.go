@@ -129,3 +129,71 @@ func TestRedactURL(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgresSortsNamesByTheirBytes: on a database whose locale sorts
+// "a" before "B" (ICU's en-US, as many operators' are), the lists come in
+// SQLite's order, by bytes, as they do from the embedded store.
+func TestPostgresSortsNamesByTheirBytes(t *testing.T) {
+	s := openPostgres(t, pgtest.DatabaseWith(t, "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'"))
+	ctx := context.Background()
+	var probe string
+	if err := s.pool.QueryRow(ctx, `SELECT string_agg(x, ',' ORDER BY x) FROM (VALUES ('a'), ('B')) v(x)`).Scan(&probe); err != nil || probe != "a,B" {
+		t.Fatalf("the database sorts %q (%v); the test wants a locale that puts a before B", probe, err)
+	}
+	names := []string{"a-web", "B-web", "_db", "Z"}
+	want := "B-web,Z,_db,a-web" // by bytes
+	now := time.Now()
+	for _, n := range names {
+		if err := s.CreateJoinToken(ctx, JoinToken{Hash: []byte(n), CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Enroll(ctx, []byte(n), now, Agent{Name: n, Serial: n, EnrolledAt: now}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SaveServers(ctx, []ServerRecord{{Name: n, State: []byte{1}, Hello: []byte{1}, LastSeen: now}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CreateToken(ctx, Token{Name: n, Scope: ScopeRead, Hash: []byte(n), CreatedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CreateApprover(ctx, Approver{Name: n, PasswordHash: "h", CreatedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SaveRequestAudited(ctx, RequestRecord{ID: n, Server: n, Status: "pending", CreatedAt: now, Body: []byte("{}")}, step(n, "requested", "{}")); err != nil {
+			t.Fatal(err)
+		}
+		p := MetricPoint{Server: "web-1", Metric: "disk:/" + n, At: now}
+		p.Add(1)
+		if err := s.AppendMetrics(ctx, []MetricPoint{p}, now, DefaultMetricRetention); err != nil {
+			t.Fatal(err)
+		}
+	}
+	join := func(f func(i int) string, n int) string {
+		var out []string
+		for i := range n {
+			out = append(out, f(i))
+		}
+		return strings.Join(out, ",")
+	}
+	agents, _ := s.Agents(ctx)
+	servers, _ := s.Servers(ctx)
+	tokens, _ := s.Tokens(ctx)
+	approvers, _ := s.Approvers(ctx)
+	requests, _ := s.Requests(ctx, -1)
+	metrics, _ := s.MetricHistory(ctx, "web-1", MetricStep, now.Add(-time.Hour), 0)
+	for what, got := range map[string]string{
+		"agents":    join(func(i int) string { return agents[i].Name }, len(agents)),
+		"servers":   join(func(i int) string { return servers[i].Name }, len(servers)),
+		"tokens":    join(func(i int) string { return tokens[i].Name }, len(tokens)),
+		"approvers": join(func(i int) string { return approvers[i].Name }, len(approvers)),
+		"metrics":   strings.ReplaceAll(join(func(i int) string { return metrics[i].Metric }, len(metrics)), "disk:/", ""),
+	} {
+		if got != want {
+			t.Errorf("%s in the order %s; want %s", what, got, want)
+		}
+	}
+	// Newest first, and among requests of the same moment by id, descending.
+	if got := join(func(i int) string { return requests[i].ID }, len(requests)); got != "a-web,_db,Z,B-web" {
+		t.Errorf("requests in the order %s; want a-web,_db,Z,B-web", got)
+	}
+}
