@@ -168,8 +168,10 @@ func (s *Server) start(postgres string, cred *syscall.Credential) error {
 	}
 	s.cmd, s.exited, s.log = cmd, make(chan struct{}), &tail{}
 	ready := make(chan struct{})
+	exited := s.exited
 	go func() {
-		// Ready when the server says so in its log.
+		// Ready when the server says so in its log; the log is read to
+		// its end before Wait closes it.
 		sc := bufio.NewScanner(stderr)
 		once := sync.Once{}
 		for sc.Scan() {
@@ -179,8 +181,9 @@ func (s *Server) start(postgres string, cred *syscall.Credential) error {
 			}
 		}
 		io.Copy(io.Discard, stderr)
+		cmd.Wait()
+		close(exited)
 	}()
-	go func() { cmd.Wait(); close(s.exited) }()
 	select {
 	case <-ready:
 		return nil
