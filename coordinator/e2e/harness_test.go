@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/gridcity/gridcity/coordinator/internal/pgtest"
 )
 
 // bin is the directory holding the binaries under test.
@@ -50,7 +52,7 @@ func TestMain(m *testing.M) {
 		}
 		bin = tmp
 	}
-	code := m.Run()
+	code := pgtest.Run(m) // stops the PostgreSQL the tests started, if any
 	if tmp != "" {
 		os.RemoveAll(tmp)
 	}

@@ -15,13 +15,13 @@ import (
 
 func cmdAgents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("agents", stderr)
-	data := dataFlag(fs)
+	sf := addStoreFlags(fs)
 	asJSON := fs.Bool("json", false, "list: print JSON")
 	pos, err := interleaved(fs, args)
 	if err != nil {
 		return err
 	}
-	st, err := openExisting(ctx, *data)
+	st, err := sf.openExisting(ctx)
 	if err != nil {
 		return err
 	}

@@ -20,13 +20,13 @@ import (
 
 func cmdApprover(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("approver", stderr)
-	data := dataFlag(fs)
+	sf := addStoreFlags(fs)
 	asJSON := fs.Bool("json", false, `add: print {"name","password"}`)
 	pos, err := interleaved(fs, args)
 	if err != nil {
 		return err
 	}
-	st, err := openExisting(ctx, *data)
+	st, err := sf.openExisting(ctx)
 	if err != nil {
 		return err
 	}

@@ -12,14 +12,14 @@ import (
 
 func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("audit", stderr)
-	data := dataFlag(fs)
+	sf := addStoreFlags(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object per line")
 	request := fs.String("request", "", "only this request id")
 	limit := fs.Int("limit", 100000, "at most this many rows")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	st, err := openExisting(ctx, *data)
+	st, err := sf.openExisting(ctx)
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,8 @@ import (
 
 func cmdJoin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("join", stderr)
-	data := dataFlag(fs)
+	sf := addStoreFlags(fs)
+	data := sf.data
 	ttl := fs.Duration("ttl", time.Hour, "how long the join line is valid")
 	reusable := fs.Bool("reusable", false, "let the join line enroll several agents until it expires (for provisioning many servers)")
 	coordinator := fs.String("coordinator", "", "HOST:PORT agents dial (default: what the running coordinator advertises)")
@@ -38,7 +39,7 @@ func cmdJoin(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		addr = info.Advertise
 	}
-	st, err := openExisting(ctx, *data)
+	st, err := sf.openExisting(ctx)
 	if err != nil {
 		return err
 	}

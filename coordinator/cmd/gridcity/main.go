@@ -25,19 +25,22 @@ var version = "dev"
 const usage = `gridcity — the coordinator of a gridcity fleet
 
 Usage:
-  gridcity serve    [--data DIR] [--config FILE] [--http ADDR] [--grpc ADDR] [--advertise HOST:PORT]
-  gridcity join     [--data DIR] [--ttl DURATION] [--reusable] [--json]
-  gridcity mcp      [--data DIR] [--json]                  # endpoint, token and a snippet per AI client
+  gridcity serve    [--data DIR] [--store URL] [--config FILE] [--http ADDR] [--grpc ADDR] [--advertise HOST:PORT]
+  gridcity join     [--data DIR] [--store URL] [--ttl DURATION] [--reusable] [--json]
+  gridcity mcp      [--data DIR] [--store URL] [--json]                  # endpoint, token and a snippet per AI client
   gridcity mcp      --install [CLIENT …] [--print] [--scope read|operate]
   gridcity mcp      --stdio [--url URL] [--token T] [--client NAME]
   gridcity mcp      tools                                  # the tool list as JSON
   gridcity token    create NAME [--scope read|operate] [--json] | list [--json] | revoke NAME
   gridcity agents   list [--json] | revoke NAME
   gridcity approver add NAME | reset NAME | list             # prints a generated password once
-  gridcity audit    [--data DIR] [--json] [--request ID]
+  gridcity audit    [--data DIR] [--store URL] [--json] [--request ID]
   gridcity version
 
 Every flag also reads GRIDCITY_<FLAG> from the environment (--data: GRIDCITY_DATA).
+--store postgres://USER:PASSWORD@HOST:PORT/DATABASE (or GRIDCITY_STORE) keeps the store in
+PostgreSQL on serve, join, mcp, token, agents, approver and audit; without it the store is
+SQLite in --data.
 `
 
 func main() {
@@ -158,6 +161,48 @@ func openExisting(ctx context.Context, data string) (*store.SQLite, error) {
 
 func dataFlag(fs *flag.FlagSet) *string {
 	return fs.String("data", defaultDataDir(), "data directory: the store, the CA, the local MCP token")
+}
+
+// storeFlags say where the store is: the PostgreSQL database of --store,
+// else the SQLite file in --data. Every command that reads or writes the
+// store takes both.
+type storeFlags struct {
+	data *string
+	url  *string
+}
+
+func addStoreFlags(fs *flag.FlagSet) storeFlags {
+	return storeFlags{
+		data: fs.String("data", defaultDataDir(), "data directory: the SQLite store (unless --store), the coordinator's addresses, the local MCP token"),
+		url:  fs.String("store", "", "postgres://USER:PASSWORD@HOST:PORT/DATABASE: keep the store in PostgreSQL instead of SQLite in --data (prefer GRIDCITY_STORE: command lines are visible to other users)"),
+	}
+}
+
+// open opens the store for serve, creating it if needed.
+func (f storeFlags) open(ctx context.Context) (store.Store, error) {
+	st, err := store.Open(ctx, *f.url, *f.data)
+	if err != nil && *f.url != "" {
+		return nil, fmt.Errorf("--store (GRIDCITY_STORE): %w", err)
+	}
+	return st, err
+}
+
+// openExisting opens the store for a command beside serve: in SQLite only
+// where a coordinator has run; a PostgreSQL database is named on purpose,
+// so it is opened (and its schema made) as serve would.
+func (f storeFlags) openExisting(ctx context.Context) (store.Store, error) {
+	if *f.url == "" {
+		return openExisting(ctx, *f.data)
+	}
+	return f.open(ctx)
+}
+
+// where names the store for logs, without a password.
+func (f storeFlags) where() string {
+	if *f.url != "" {
+		return store.RedactURL(*f.url)
+	}
+	return filepath.Join(*f.data, "gridcity.db")
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {

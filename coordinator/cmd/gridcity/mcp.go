@@ -15,7 +15,8 @@ func cmdMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return cmdMCPStdio(ctx, args, stdout, stderr) // mcp_stdio.go
 	}
 	fs := newFlags("mcp", stderr)
-	data := dataFlag(fs)
+	sf := addStoreFlags(fs)
+	data := sf.data
 	asJSON := fs.Bool("json", false, `print {"endpoint","token","headers"}`)
 	inst := addInstallFlags(fs) // mcp_install.go
 	if err := parse(fs, args); err != nil {
@@ -25,7 +26,7 @@ func cmdMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	st, err := openExisting(ctx, *data)
+	st, err := sf.openExisting(ctx)
 	if err != nil {
 		return err
 	}

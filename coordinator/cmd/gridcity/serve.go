@@ -43,7 +43,8 @@ type runtimeInfo struct {
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve", stderr)
-	data := dataFlag(fs)
+	sf := addStoreFlags(fs)
+	data := sf.data
 	httpAddr := fs.String("http", "127.0.0.1:4600", "HTTP address: /mcp, /healthz, /metrics and the app")
 	grpcAddr := fs.String("grpc", ":4601", "gRPC address the agents connect to (always TLS)")
 	advertise := fs.String("advertise", "", "HOST:PORT agents dial, as written into join lines (default: this host's first non-loopback address and the gRPC port)")
@@ -97,7 +98,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer unlock()
-	st, err := store.OpenSQLite(ctx, *data)
+	st, err := sf.open(ctx)
 	if err != nil {
 		return err
 	}
@@ -241,7 +242,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			errs <- fmt.Errorf("HTTP server: %w", err)
 		}
 	})
-	logger.Info("coordinator ready", "version", version, "mcp", scheme+"://"+info.HTTP+"/mcp", "grpc", info.GRPC, "advertise", adv, "ca_pin", ca.Pin(), "data", *data)
+	logger.Info("coordinator ready", "version", version, "mcp", scheme+"://"+info.HTTP+"/mcp", "grpc", info.GRPC, "advertise", adv, "ca_pin", ca.Pin(), "data", *data, "store", sf.where())
 	select {
 	case <-ctx.Done():
 	case err = <-errs:

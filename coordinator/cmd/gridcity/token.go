@@ -21,7 +21,7 @@ const localTokenFile = "mcp-token"
 
 func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("token", stderr)
-	data := dataFlag(fs)
+	sf := addStoreFlags(fs)
 	scope := fs.String("scope", "operate", "read (read-only tools) or operate (every tool)")
 	asJSON := fs.Bool("json", false, `print JSON: {"name","scope","token"} for create, an array for list`)
 	pos, err := interleaved(fs, args)
@@ -31,7 +31,7 @@ func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(pos) == 0 {
 		return errors.New("token: say create NAME, list or revoke NAME")
 	}
-	st, err := openExisting(ctx, *data)
+	st, err := sf.openExisting(ctx)
 	if err != nil {
 		return err
 	}

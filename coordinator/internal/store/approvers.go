@@ -37,17 +37,7 @@ func (s *SQLite) Approvers(ctx context.Context) ([]Approver, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []Approver
-	for rows.Next() {
-		var a Approver
-		var created int64
-		if err := rows.Scan(&a.Name, &created); err != nil {
-			return nil, err
-		}
-		a.CreatedAt = fromMs(created)
-		out = append(out, a)
-	}
-	return out, rows.Err()
+	return collect(rows, scanApprover)
 }
 
 func (s *SQLite) SetApproverPassword(ctx context.Context, name, hash string) error {
@@ -153,17 +143,7 @@ func (s *SQLite) Requests(ctx context.Context, limit int, statuses ...string) ([
 		return nil, err
 	}
 	defer rows.Close()
-	var out []RequestRecord
-	for rows.Next() {
-		var r RequestRecord
-		var created int64
-		if err := rows.Scan(&r.ID, &r.Server, &r.Status, &created, &r.Body); err != nil {
-			return nil, err
-		}
-		r.CreatedAt = fromMs(created)
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return collect(rows, scanRequest)
 }
 
 func (s *SQLite) AppendAudit(ctx context.Context, e AuditEntry) error {
@@ -196,15 +176,5 @@ func (s *SQLite) Audit(ctx context.Context, requestID string, limit int) ([]Audi
 		return nil, err
 	}
 	defer rows.Close()
-	var out []AuditEntry
-	for rows.Next() {
-		var e AuditEntry
-		var at int64
-		if err := rows.Scan(&e.Seq, &at, &e.RequestID, &e.Step, &e.Actor, &e.Detail); err != nil {
-			return nil, err
-		}
-		e.At = fromMs(at)
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return collect(rows, scanAudit)
 }

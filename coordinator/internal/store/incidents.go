@@ -9,13 +9,7 @@ import (
 )
 
 func (s *SQLite) OpenIncident(ctx context.Context, in Incident) (int64, error) {
-	if in.Target == "" {
-		return 0, errors.New("record incident: it has no target")
-	}
-	if in.StartedAt.IsZero() {
-		return 0, fmt.Errorf("record incident on %s: it has no start", in.Target)
-	}
-	explains, err := explainsJSON(in.Explains)
+	explains, err := newIncident(in)
 	if err != nil {
 		return 0, err
 	}
@@ -78,25 +72,18 @@ func (s *SQLite) incidents(ctx context.Context, rest string, args ...any) ([]Inc
 		return nil, err
 	}
 	defer rows.Close()
-	out := []Incident{}
-	for rows.Next() {
-		var in Incident
-		var started, ended int64
-		var explains string
-		if err := rows.Scan(&in.ID, &in.Target, &in.Kind, &in.Reason, &started, &ended, &explains); err != nil {
-			return nil, err
-		}
-		in.StartedAt, in.EndedAt = fromMs(started), fromMs(ended)
-		in.Explains = []string{}
-		if err := json.Unmarshal([]byte(explains), &in.Explains); err != nil {
-			return nil, fmt.Errorf("incident %d: explains: %w", in.ID, err)
-		}
-		if in.Explains == nil {
-			in.Explains = []string{}
-		}
-		out = append(out, in)
+	return incidentsOrEmpty(collect(rows, scanIncident))
+}
+
+// newIncident checks an incident to open and returns its explains as JSON.
+func newIncident(in Incident) (string, error) {
+	if in.Target == "" {
+		return "", errors.New("record incident: it has no target")
 	}
-	return out, rows.Err()
+	if in.StartedAt.IsZero() {
+		return "", fmt.Errorf("record incident on %s: it has no start", in.Target)
+	}
+	return explainsJSON(in.Explains)
 }
 
 func explainsJSON(explains []string) (string, error) {

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"math"
@@ -137,15 +136,25 @@ func (s *SQLite) AppendMetrics(ctx context.Context, points []MetricPoint, now ti
 	return errors.Join(skipped...)
 }
 
-func (s *SQLite) MetricHistory(ctx context.Context, server string, step time.Duration, since time.Time, every time.Duration) ([]MetricPoint, error) {
+// historyStep checks a MetricHistory call's step and every, and returns
+// the size of the buckets to merge into.
+func historyStep(step, every time.Duration) (time.Duration, error) {
 	if step != MetricStep && step != MetricRollupStep {
-		return nil, fmt.Errorf("metric history has steps of %s and %s, not %s", MetricStep, MetricRollupStep, step)
+		return 0, fmt.Errorf("metric history has steps of %s and %s, not %s", MetricStep, MetricRollupStep, step)
 	}
 	if every <= 0 {
 		every = step
 	}
 	if every%step != 0 {
-		return nil, fmt.Errorf("metric history of step %s cannot be merged into buckets of %s: not a whole number of steps", step, every)
+		return 0, fmt.Errorf("metric history of step %s cannot be merged into buckets of %s: not a whole number of steps", step, every)
+	}
+	return every, nil
+}
+
+func (s *SQLite) MetricHistory(ctx context.Context, server string, step time.Duration, since time.Time, every time.Duration) ([]MetricPoint, error) {
+	every, err := historyStep(step, every)
+	if err != nil {
+		return nil, err
 	}
 	// Merged in SQL: a week of quarter hours is read as a few hundred
 	// rows instead of thousands.
@@ -156,22 +165,6 @@ func (s *SQLite) MetricHistory(ctx context.Context, server string, step time.Dur
 		return nil, fmt.Errorf("read metric history of %q: %w", server, err)
 	}
 	defer rows.Close()
-	var out []MetricPoint
-	for rows.Next() {
-		p := MetricPoint{Server: server}
-		var at int64
-		var lo, sum, hi sql.NullFloat64
-		if err := rows.Scan(&at, &p.Metric, &p.N, &lo, &sum, &hi); err != nil {
-			return nil, err
-		}
-		if !lo.Valid || !sum.Valid || !hi.Valid {
-			continue
-		}
-		p.At, p.Min, p.Sum, p.Max = time.UnixMilli(at).UTC(), lo.Float64, sum.Float64, hi.Float64
-		if p.Check() != nil {
-			continue // written by hand or by a bug; no answer can show it
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	rs, err := collect(rows, scanMetric)
+	return metricPoints(server, rs), err
 }

@@ -29,7 +29,7 @@ func step(id, name string, detail string) AuditEntry {
 	return AuditEntry{At: time.Now(), RequestID: id, Step: name, Actor: "test", Detail: []byte(detail)}
 }
 
-func (s *SQLite) steps(t *testing.T, id string) string {
+func auditSteps(t *testing.T, s Store, id string) string {
 	t.Helper()
 	entries, err := s.Audit(context.Background(), id, 100)
 	if err != nil {
@@ -69,7 +69,7 @@ func TestSaveRequestAuditedOnAFullDatabase(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "full") {
 		t.Fatalf("save on a full database: %v; want its error", err)
 	}
-	if got := s.steps(t, "cmd_a"); got != "requested" {
+	if got := auditSteps(t, s, "cmd_a"); got != "requested" {
 		t.Fatalf("audit steps %q; want only requested", got)
 	}
 	if got, _ := s.Request(ctx, "cmd_a"); got.Status != "pending" {
@@ -83,41 +83,43 @@ func TestSaveRequestAuditedOnAFullDatabase(t *testing.T) {
 }
 
 func TestSaveRequestAuditedNeedsAStep(t *testing.T) {
-	s := open(t, t.TempDir())
-	err := s.SaveRequestAudited(context.Background(), RequestRecord{ID: "cmd_a", Status: "pending", Body: []byte("{}")})
-	if err == nil || !strings.Contains(err.Error(), "no audit row") {
-		t.Fatalf("got %v; want a refusal", err)
-	}
-	if _, err := s.Request(context.Background(), "cmd_a"); err != ErrNotFound {
-		t.Fatalf("saved without an audit row: %v", err)
-	}
+	eachEngine(t, func(t *testing.T, s Store) {
+		err := s.SaveRequestAudited(context.Background(), RequestRecord{ID: "cmd_a", Status: "pending", Body: []byte("{}")})
+		if err == nil || !strings.Contains(err.Error(), "no audit row") {
+			t.Fatalf("got %v; want a refusal", err)
+		}
+		if _, err := s.Request(context.Background(), "cmd_a"); err != ErrNotFound {
+			t.Fatalf("saved without an audit row: %v", err)
+		}
+	})
 }
 
 func TestCountRequests(t *testing.T) {
-	s := open(t, t.TempDir())
-	ctx := context.Background()
-	base := time.Unix(1_700_000_000, 0)
-	for i, r := range []struct{ token, status string }{{"a", "pending"}, {"a", "pending"}, {"a", "denied"}, {"b", "pending"}} {
-		id := fmt.Sprint("cmd_", i)
-		if err := s.SaveRequestAudited(ctx, RequestRecord{ID: id, Token: r.token, Status: r.status, CreatedAt: base.Add(time.Duration(i) * time.Second), Body: []byte("{}")}, step(id, "requested", "{}")); err != nil {
-			t.Fatal(err)
+	eachEngine(t, func(t *testing.T, s Store) {
+		ctx := context.Background()
+		base := time.Unix(1_700_000_000, 0)
+		for i, r := range []struct{ token, status string }{{"a", "pending"}, {"a", "pending"}, {"a", "denied"}, {"b", "pending"}} {
+			id := fmt.Sprint("cmd_", i)
+			if err := s.SaveRequestAudited(ctx, RequestRecord{ID: id, Token: r.token, Status: r.status, CreatedAt: base.Add(time.Duration(i) * time.Second), Body: []byte("{}")}, step(id, "requested", "{}")); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	for _, tt := range []struct {
-		token, status string
-		since         time.Time
-		want          int
-	}{
-		{"a", "pending", base.Add(-time.Second), 2},
-		{"a", "pending", base, 1}, // created after since, not at it
-		{"a", "denied", base.Add(-time.Second), 1},
-		{"b", "pending", base.Add(-time.Second), 1},
-		{"c", "pending", base.Add(-time.Second), 0},
-	} {
-		if n, err := s.CountRequests(ctx, tt.token, tt.status, tt.since); err != nil || n != tt.want {
-			t.Errorf("CountRequests(%s, %s, %s) = %d, %v; want %d", tt.token, tt.status, tt.since, n, err, tt.want)
+		for _, tt := range []struct {
+			token, status string
+			since         time.Time
+			want          int
+		}{
+			{"a", "pending", base.Add(-time.Second), 2},
+			{"a", "pending", base, 1}, // created after since, not at it
+			{"a", "denied", base.Add(-time.Second), 1},
+			{"b", "pending", base.Add(-time.Second), 1},
+			{"c", "pending", base.Add(-time.Second), 0},
+		} {
+			if n, err := s.CountRequests(ctx, tt.token, tt.status, tt.since); err != nil || n != tt.want {
+				t.Errorf("CountRequests(%s, %s, %s) = %d, %v; want %d", tt.token, tt.status, tt.since, n, err, tt.want)
+			}
 		}
-	}
+	})
 }
 
 // Requests stored before the token had its column keep counting against

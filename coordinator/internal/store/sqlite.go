@@ -377,17 +377,7 @@ func (s *SQLite) Agents(ctx context.Context) ([]Agent, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []Agent
-	for rows.Next() {
-		var a Agent
-		var enrolled, revoked int64
-		if err := rows.Scan(&a.Name, &a.Serial, &enrolled, &revoked); err != nil {
-			return nil, err
-		}
-		a.EnrolledAt, a.RevokedAt = fromMs(enrolled), fromMs(revoked)
-		out = append(out, a)
-	}
-	return out, rows.Err()
+	return collect(rows, scanAgent)
 }
 
 func (s *SQLite) RevokeAgent(ctx context.Context, name string, at time.Time) error {
@@ -430,17 +420,7 @@ func (s *SQLite) Servers(ctx context.Context) ([]ServerRecord, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []ServerRecord
-	for rows.Next() {
-		var r ServerRecord
-		var seen int64
-		if err := rows.Scan(&r.Name, &r.State, &r.Hello, &seen); err != nil {
-			return nil, err
-		}
-		r.LastSeen = fromMs(seen)
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return collect(rows, scanServer)
 }
 
 func (s *SQLite) CreateToken(ctx context.Context, t Token) error {
@@ -488,18 +468,7 @@ func (s *SQLite) Tokens(ctx context.Context) ([]Token, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []Token
-	for rows.Next() {
-		var t Token
-		var scope string
-		var created, revoked int64
-		if err := rows.Scan(&t.Name, &scope, &created, &revoked); err != nil {
-			return nil, err
-		}
-		t.Scope, t.CreatedAt, t.RevokedAt = Scope(scope), fromMs(created), fromMs(revoked)
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return collect(rows, scanToken)
 }
 
 func (s *SQLite) RevokeToken(ctx context.Context, name string, at time.Time) error {

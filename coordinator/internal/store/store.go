@@ -2,14 +2,16 @@
 // restart behind one interface: enrolled agents and join tokens, MCP tokens,
 // the servers' last state and a bounded metric history, and the CA.
 //
-// SQLite (modernc.org/sqlite, no cgo, WAL) is the default engine; the
-// interface is shaped so that a PostgreSQL engine can sit beside it. Secrets
+// SQLite (modernc.org/sqlite, no cgo, WAL) is the default engine;
+// PostgreSQL (pgx) is the engine for a database the operator already runs,
+// with the same behaviour, checked by the same tests. Secrets
 // are never stored: join tokens and MCP tokens are kept as sha256 hashes.
 package store
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -222,4 +224,17 @@ type Token struct {
 	Hash      []byte
 	CreatedAt time.Time
 	RevokedAt time.Time
+}
+
+// Open opens the store a coordinator is configured with: the PostgreSQL
+// database at url (postgres://…) when it is set, else the SQLite file in
+// dir.
+func Open(ctx context.Context, url, dir string) (Store, error) {
+	switch {
+	case url == "":
+		return OpenSQLite(ctx, dir)
+	case IsPostgresURL(url):
+		return OpenPostgres(ctx, url)
+	}
+	return nil, fmt.Errorf("store URL %s: want postgres://USER:PASSWORD@HOST:PORT/DATABASE, or none for the embedded SQLite in the data directory", RedactURL(url))
 }
