@@ -1,0 +1,16 @@
+package main
+
+import (
+	"github.com/gridcity/gridcity/coordinator/internal/pki"
+	"github.com/gridcity/gridcity/coordinator/internal/store"
+)
+
+// Each package that keeps or reads something in the store declares the
+// few methods it uses; serve hands every one of them the same engine. These
+// assertions make an engine that lacks a method some consumer needs fail to
+// build here, where the engines and the consumers meet, rather than at the
+// line of serve that passes it.
+var (
+	_ pki.Store = (*store.SQLite)(nil)
+	_ pki.Store = (*store.Postgres)(nil)
+)
