@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/gridcity/gridcity/coordinator/internal/pki"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
+	"github.com/gridcity/gridcity/coordinator/internal/web"
 )
 
 // Each package that keeps or reads something in the store declares the
@@ -13,4 +14,6 @@ import (
 var (
 	_ pki.Store = (*store.SQLite)(nil)
 	_ pki.Store = (*store.Postgres)(nil)
+	_ web.Store = (*store.SQLite)(nil)
+	_ web.Store = (*store.Postgres)(nil)
 )
