@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/pki"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 	"github.com/gridcity/gridcity/coordinator/internal/web"
@@ -12,8 +13,10 @@ import (
 // build here, where the engines and the consumers meet, rather than at the
 // line of serve that passes it.
 var (
-	_ pki.Store = (*store.SQLite)(nil)
-	_ pki.Store = (*store.Postgres)(nil)
-	_ web.Store = (*store.SQLite)(nil)
-	_ web.Store = (*store.Postgres)(nil)
+	_ command.Store = (*store.SQLite)(nil)
+	_ command.Store = (*store.Postgres)(nil)
+	_ pki.Store     = (*store.SQLite)(nil)
+	_ pki.Store     = (*store.Postgres)(nil)
+	_ web.Store     = (*store.SQLite)(nil)
+	_ web.Store     = (*store.Postgres)(nil)
 )
