@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/gridcity/gridcity/coordinator/internal/command"
+	"github.com/gridcity/gridcity/coordinator/internal/fleet"
 	"github.com/gridcity/gridcity/coordinator/internal/pki"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 	"github.com/gridcity/gridcity/coordinator/internal/web"
@@ -15,6 +16,8 @@ import (
 var (
 	_ command.Store = (*store.SQLite)(nil)
 	_ command.Store = (*store.Postgres)(nil)
+	_ fleet.Store   = (*store.SQLite)(nil)
+	_ fleet.Store   = (*store.Postgres)(nil)
 	_ pki.Store     = (*store.SQLite)(nil)
 	_ pki.Store     = (*store.Postgres)(nil)
 	_ web.Store     = (*store.SQLite)(nil)
