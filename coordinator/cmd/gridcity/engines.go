@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/gridcity/gridcity/coordinator/internal/agentapi"
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
 	"github.com/gridcity/gridcity/coordinator/internal/pki"
@@ -14,12 +15,14 @@ import (
 // build here, where the engines and the consumers meet, rather than at the
 // line of serve that passes it.
 var (
-	_ command.Store = (*store.SQLite)(nil)
-	_ command.Store = (*store.Postgres)(nil)
-	_ fleet.Store   = (*store.SQLite)(nil)
-	_ fleet.Store   = (*store.Postgres)(nil)
-	_ pki.Store     = (*store.SQLite)(nil)
-	_ pki.Store     = (*store.Postgres)(nil)
-	_ web.Store     = (*store.SQLite)(nil)
-	_ web.Store     = (*store.Postgres)(nil)
+	_ agentapi.Store = (*store.SQLite)(nil)
+	_ agentapi.Store = (*store.Postgres)(nil)
+	_ command.Store  = (*store.SQLite)(nil)
+	_ command.Store  = (*store.Postgres)(nil)
+	_ fleet.Store    = (*store.SQLite)(nil)
+	_ fleet.Store    = (*store.Postgres)(nil)
+	_ pki.Store      = (*store.SQLite)(nil)
+	_ pki.Store      = (*store.Postgres)(nil)
+	_ web.Store      = (*store.SQLite)(nil)
+	_ web.Store      = (*store.Postgres)(nil)
 )
