@@ -64,12 +64,20 @@ func DefaultConfig() Config {
 	}
 }
 
+// Store is the part of the coordinator's store the agent API reads and
+// writes: enrollment, and the agent a stream's certificate names.
+type Store interface {
+	// Enroll consumes a join token and records the agent, atomically.
+	Enroll(ctx context.Context, tokenHash []byte, now time.Time, a store.Agent) (again bool, err error)
+	Agent(ctx context.Context, name string) (store.Agent, error)
+}
+
 // Server implements gridcity.v1.AgentService.
 type Server struct {
 	gridcityv1.UnimplementedAgentServiceServer
 
 	cfg    Config
-	store  store.Store
+	store  Store
 	ca     *pki.CA
 	fleet  *fleet.Fleet
 	logger *slog.Logger
@@ -137,7 +145,7 @@ type agentStream struct {
 }
 
 // New returns an agent API server.
-func New(cfg Config, st store.Store, ca *pki.CA, f *fleet.Fleet, logger *slog.Logger) *Server {
+func New(cfg Config, st Store, ca *pki.CA, f *fleet.Fleet, logger *slog.Logger) *Server {
 	return &Server{cfg: cfg, store: st, ca: ca, fleet: f, logger: logger, now: time.Now, streams: map[string]*agentStream{}}
 }
 

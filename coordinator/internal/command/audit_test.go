@@ -42,7 +42,7 @@ func TestApprovalNotSavedLeavesNoApprovedRow(t *testing.T) {
 // any audit row written on its own has gone through: a disk that fills up
 // between the audit row and the change.
 type failingChange struct {
-	store.Store
+	Store
 	status string
 }
 

@@ -49,10 +49,27 @@ type Config struct {
 	ProgressEvery time.Duration
 }
 
+// Store is the part of the coordinator's store that keeps requests and
+// their audit.
+type Store interface {
+	// SaveRequestAudited writes a request and the audit rows of its change
+	// in one transaction.
+	SaveRequestAudited(ctx context.Context, r store.RequestRecord, steps ...store.AuditEntry) error
+	Request(ctx context.Context, id string) (store.RequestRecord, error)
+	// Requests lists requests with one of the statuses (all when none are
+	// given), newest first, at most limit.
+	Requests(ctx context.Context, limit int, statuses ...string) ([]store.RequestRecord, error)
+	// CountRequests counts one token's requests in one status created after since.
+	CountRequests(ctx context.Context, token, status string, since time.Time) (int, error)
+	// AppendAudit writes one audit row for a step that changes nothing else.
+	AppendAudit(ctx context.Context, e store.AuditEntry) error
+	Audit(ctx context.Context, requestID string, limit int) ([]store.AuditEntry, error)
+}
+
 // Service owns command requests. It is safe for concurrent use.
 type Service struct {
 	cfg     Config
-	store   store.Store
+	store   Store
 	servers Servers
 	out     Dispatcher
 	logger  *slog.Logger
@@ -64,7 +81,7 @@ type Service struct {
 }
 
 // New returns a service.
-func New(cfg Config, st store.Store, servers Servers, out Dispatcher, logger *slog.Logger) *Service {
+func New(cfg Config, st Store, servers Servers, out Dispatcher, logger *slog.Logger) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

@@ -66,7 +66,7 @@ func (c *clock) add(d time.Duration) {
 // failingAudit makes audit writes of chosen steps fail on demand, with
 // the change they record: a forced failure.
 type failingAudit struct {
-	store.Store
+	Store
 	mu   sync.Mutex
 	fail map[string]bool
 }

@@ -134,9 +134,22 @@ type server struct {
 	awaited bool
 }
 
+// Store is the part of the coordinator's store the fleet model loads from
+// and writes behind to.
+type Store interface {
+	// Servers and OpenIncidents are read once, at New: the servers last
+	// known and what was troubled when the coordinator stopped.
+	Servers(ctx context.Context) ([]store.ServerRecord, error)
+	OpenIncidents(ctx context.Context) ([]store.Incident, error)
+	// Agents is read by SyncRevoked for revocations made by the CLI.
+	Agents(ctx context.Context) ([]store.Agent, error)
+	SaveServers(ctx context.Context, servers []store.ServerRecord) error
+	AppendMetrics(ctx context.Context, points []store.MetricPoint, now time.Time, keep store.MetricRetention) error
+}
+
 // Fleet is safe for concurrent use.
 type Fleet struct {
-	store  store.Store
+	store  Store
 	logger *slog.Logger
 	now    func() time.Time
 
@@ -195,7 +208,7 @@ func (f *Fleet) ShapeVersion() uint64 {
 // from within SeenWithin of the newest last-seen time, and not troubled in
 // an open incident (the target of one, or explained by one), which keeps a
 // server that was already down at the stop, and its incident, as they were.
-func New(ctx context.Context, st store.Store, logger *slog.Logger, opts ...Option) (*Fleet, error) {
+func New(ctx context.Context, st Store, logger *slog.Logger, opts ...Option) (*Fleet, error) {
 	f := &Fleet{store: st, logger: logger, now: time.Now, servers: map[string]*server{}, grace: DefaultStartupGrace, keep: store.DefaultMetricRetention}
 	for _, o := range opts {
 		o(f)
@@ -290,7 +303,7 @@ const revokedEvery = 30 * time.Second
 
 // troubled names the targets of the open incidents and the targets they
 // explain: what was troubled when the coordinator stopped.
-func troubled(ctx context.Context, st store.Store) (map[string]bool, error) {
+func troubled(ctx context.Context, st Store) (map[string]bool, error) {
 	ins, err := st.OpenIncidents(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read open incidents for the startup grace: %w", err)

@@ -33,10 +33,22 @@ import (
 // DefaultGrace covers an agent's probe interval and a check or two.
 const DefaultGrace = 20 * time.Second
 
+// Store is the part of the coordinator's store that keeps incidents.
+type Store interface {
+	// OpenIncident records a new open incident and returns its id;
+	// store.ErrExists when the target already has an open one.
+	OpenIncident(ctx context.Context, in store.Incident) (int64, error)
+	UpdateIncident(ctx context.Context, id int64, reason string, explains []string) error
+	EndIncident(ctx context.Context, id int64, at time.Time) error
+	OpenIncidents(ctx context.Context) ([]store.Incident, error)
+	// Incidents lists incidents, open and ended, newest start first, at most limit.
+	Incidents(ctx context.Context, limit int) ([]store.Incident, error)
+}
+
 // Tracker records the root causes of successive incident reports as
 // incidents. Its methods are safe for concurrent use.
 type Tracker struct {
-	st     store.Store
+	st     Store
 	report func() (graph.Report, error)
 	logger *slog.Logger
 
@@ -61,7 +73,7 @@ type Tracker struct {
 
 // New returns a tracker over the store; report computes the current
 // incident report (typically building the topology and calling Incidents).
-func New(st store.Store, report func() (graph.Report, error), logger *slog.Logger) *Tracker {
+func New(st Store, report func() (graph.Report, error), logger *slog.Logger) *Tracker {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}

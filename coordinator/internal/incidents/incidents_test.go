@@ -297,7 +297,7 @@ func TestRootCauseMoves(t *testing.T) {
 
 // failing makes chosen writes fail.
 type failing struct {
-	store.Store
+	Store
 	mu        sync.Mutex
 	failOpen  map[string]bool // by target
 	failEnd   bool

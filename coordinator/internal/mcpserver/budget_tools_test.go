@@ -42,11 +42,19 @@ const (
 	bigFullDisks = 2
 )
 
+// bigFleetStore is the store of every consumer the big fleet wires to one
+// store: the fleet model, the incident tracker and the tools.
+type bigFleetStore interface {
+	fleet.Store
+	incidents.Store
+	Store
+}
+
 // memStore is the store the big fleet needs: the agents it enrolled, no
 // saved servers, and an incident history holding the root cause's
 // incident with everything it explains.
 type memStore struct {
-	store.Store
+	bigFleetStore
 	agents    []store.Agent
 	incidents []store.Incident
 }

@@ -132,6 +132,13 @@ func (ls *limiters) allow(key string) bool {
 	return e.l.AllowN(now, 1)
 }
 
+// TokenStore is what Guard authenticates a bearer token against.
+type TokenStore interface {
+	// TokenByHash returns the live (not revoked) token with that hash;
+	// store.ErrNotFound when there is none.
+	TokenByHash(ctx context.Context, hash []byte) (store.Token, error)
+}
+
 // Guard wraps next (the MCP handler) with, in order: Host and Origin checks
 // (403), bearer-token authentication against the hashed tokens in the
 // store (401), a per-token rate limit (429), and the body limit (413).
@@ -140,7 +147,7 @@ func (ls *limiters) allow(key string) bool {
 // its body. How long the body may take to arrive is bounded by the
 // listener (the coordinator's read deadline); a body that misses it gets
 // 408.
-func Guard(next http.Handler, st store.Store, cfg GuardConfig, logger *slog.Logger) http.Handler {
+func Guard(next http.Handler, st TokenStore, cfg GuardConfig, logger *slog.Logger) http.Handler {
 	perToken := newLimiters(cfg.RatePerToken, cfg.BurstPerToken)
 	failed := newLimiters(cfg.RateFailedAuth, cfg.BurstFailedAuth)
 	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {

@@ -18,10 +18,17 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
+// fleetAndTools is the store of the fleet model and of the tools, which
+// the tests wire to one store.
+type fleetAndTools interface {
+	fleet.Store
+	Store
+}
+
 // enrolledStore answers Agents from memory: enrolling ten thousand agents
 // in SQLite, one fsync each, would make the fixture slower than the call.
 type enrolledStore struct {
-	store.Store
+	fleetAndTools
 	agents []store.Agent
 }
 
@@ -51,7 +58,7 @@ func fleetOf(tb testing.TB, n int, state func(r *rand.Rand, i int, now time.Time
 	if err != nil {
 		tb.Fatal(err)
 	}
-	es := enrolledStore{Store: st}
+	es := enrolledStore{fleetAndTools: st}
 	now := time.Now()
 	r := rand.New(rand.NewPCG(uint64(n), 1))
 	for i := range n {

@@ -93,7 +93,7 @@ func smallFleet(t *testing.T) Deps {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	es := enrolledStore{Store: st}
+	es := enrolledStore{fleetAndTools: st}
 	for _, s := range []struct {
 		name, district  string
 		online, revoked bool
@@ -364,7 +364,7 @@ func TestListServersWhenTheFleetsRevokedMarkLags(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 	now := time.Now()
-	es := &enrolledStore{Store: st, agents: []store.Agent{{Name: "web-1", EnrolledAt: now, RevokedAt: now}, {Name: "web-2", EnrolledAt: now}}}
+	es := &enrolledStore{fleetAndTools: st, agents: []store.Agent{{Name: "web-1", EnrolledAt: now, RevokedAt: now}, {Name: "web-2", EnrolledAt: now}}}
 	f, err := fleet.New(ctx, es, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -415,7 +415,7 @@ func TestListServersUnknownIsAbsent(t *testing.T) {
 		FailedUnits: &gridcityv1.Units{}, Containers: &gridcityv1.Containers{}, Updates: &gridcityv1.Updates{Manager: "apt", CheckedUnix: now.Add(-time.Minute).Unix()}})
 	id = f.Connect(&gridcityv1.Hello{Name: "older-1"})
 	f.Apply("older-1", id, &gridcityv1.StateUpdate{Full: true, CollectedUnixMs: now.UnixMilli(), Host: &gridcityv1.HostInfo{Hostname: "older-1"}})
-	d := Deps{Fleet: f, Store: enrolledStore{Store: st}, Logger: slog.New(slog.DiscardHandler)}
+	d := Deps{Fleet: f, Store: enrolledStore{fleetAndTools: st}, Logger: slog.New(slog.DiscardHandler)}
 
 	out, err := listServers(ctx, d, ListServersInput{Full: true}, now)
 	if err != nil || len(out.Servers) != 3 {

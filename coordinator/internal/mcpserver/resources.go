@@ -204,7 +204,7 @@ func serverURI(name string) string { return "gridcity://servers/" + url.PathEsca
 
 // readAudit reads the rows of the newest requests: the store lists audit
 // rows oldest first, and the newest are what a client wants.
-func readAudit(ctx context.Context, st store.Store) (AuditLog, error) {
+func readAudit(ctx context.Context, st Store) (AuditLog, error) {
 	out := AuditLog{Entries: []AuditRow{}, GeneratedAt: rfc3339(time.Now())}
 	reqs, err := st.Requests(ctx, auditRequests)
 	if err != nil {

@@ -37,10 +37,22 @@ const (
 	TierGated Tier = "gated"
 )
 
+// Store is the part of the coordinator's store the tools, the audit
+// resource and the guard read; they write nothing to it.
+type Store interface {
+	TokenStore
+	// Agents tells list_servers which servers are revoked or never connected.
+	Agents(ctx context.Context) ([]store.Agent, error)
+	MetricHistory(ctx context.Context, server string, step time.Duration, since time.Time, every time.Duration) ([]store.MetricPoint, error)
+	// Requests and Audit are read for the audit resource.
+	Requests(ctx context.Context, limit int, statuses ...string) ([]store.RequestRecord, error)
+	Audit(ctx context.Context, requestID string, limit int) ([]store.AuditEntry, error)
+}
+
 // Deps is what the tools read from.
 type Deps struct {
 	Fleet    *fleet.Fleet
-	Store    store.Store
+	Store    Store
 	Commands *command.Service
 	// Topology builds the graph of servers, resources, districts and links.
 	Topology *topology.Source

@@ -42,8 +42,16 @@ type CA struct {
 	key  *ecdsa.PrivateKey
 }
 
+// Store is the part of the coordinator's store the CA is kept in.
+type Store interface {
+	Blob(ctx context.Context, key string) ([]byte, error)
+	// PutBlobIfAbsent returns the value stored after the call, so two
+	// coordinators racing to create the CA end up with the same one.
+	PutBlobIfAbsent(ctx context.Context, key string, value []byte) ([]byte, error)
+}
+
 // LoadOrCreate returns the CA kept in the store, creating it the first time.
-func LoadOrCreate(ctx context.Context, st store.Store) (*CA, error) {
+func LoadOrCreate(ctx context.Context, st Store) (*CA, error) {
 	blob, err := st.Blob(ctx, caBlobKey)
 	if errors.Is(err, store.ErrNotFound) {
 		fresh, err := newCABlob()

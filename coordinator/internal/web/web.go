@@ -81,10 +81,20 @@ const (
 //go:embed assets
 var assets embed.FS
 
+// Store is the part of the coordinator's store the app reads and writes:
+// approvers to log in, and their sessions.
+type Store interface {
+	Approver(ctx context.Context, name string) (store.Approver, error)
+	CreateSession(ctx context.Context, s store.Session) error
+	// SessionByHash returns a session that has not expired at now.
+	SessionByHash(ctx context.Context, hash []byte, now time.Time) (store.Session, error)
+	DeleteSession(ctx context.Context, hash []byte) error
+}
+
 type app struct {
 	cfg     Config
 	svc     Service
-	st      store.Store
+	st      Store
 	log     *slog.Logger
 	logins  *loginLimiter
 	streams *streams
@@ -92,7 +102,7 @@ type app struct {
 
 // New returns the app's handler, to be mounted at "/" beside the
 // coordinator's own /mcp, /healthz and /metrics.
-func New(cfg Config, svc Service, st store.Store, logger *slog.Logger) http.Handler {
+func New(cfg Config, svc Service, st Store, logger *slog.Logger) http.Handler {
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = defaultSessionTTL
 	}
