@@ -288,7 +288,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, enrollOnly boo
 	ccfg := collect.DefaultConfig()
 	ccfg.AuthLogs, ccfg.StateDir = cfg.AuthLogs, *state
 	set := collect.New(ccfg, logger)
-	opts := link.Options{Version: version, District: cfg.District, RunAs: cfg.RunAs, Probes: cfg.Probes}
+	opts := link.Options{Version: version, District: cfg.District, RunAs: cfg.RunAs, Probes: cfg.Probes, StateDir: *state}
 	if cfg.Commands {
 		j, err := cmdjournal.Open(*state, logger)
 		if err != nil {

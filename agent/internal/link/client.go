@@ -34,6 +34,9 @@ type Options struct {
 	Probes bool
 	// BackoffBase and BackoffMax bound the reconnect delay (defaults 1 s, 60 s).
 	BackoffBase, BackoffMax time.Duration
+	// StateDir keeps the addresses of the fleet's coordinators across
+	// restarts ("": in memory only).
+	StateDir string
 }
 
 // Client keeps an agent connected to its coordinator.
@@ -43,6 +46,9 @@ type Client struct {
 	set    *collect.Set
 	logger *slog.Logger
 	probes *Probes // nil when probes are off
+	// coords is where to connect: the enrollment address, then the other
+	// coordinators of the fleet.
+	coords *coordinators
 
 	// state is the merged full state last sent (or collected to send); it
 	// survives reconnects so that a new stream does not wait for the slow
@@ -60,6 +66,11 @@ func NewClient(id *Identity, set *collect.Set, opts Options, logger *slog.Logger
 		opts.BackoffMax = time.Minute
 	}
 	c := &Client{id: id, opts: opts, set: set, logger: logger}
+	coords, err := loadCoordinators(opts.StateDir, id.Coordinator)
+	if err != nil {
+		logger.Warn("starting with the enrollment address alone", "coordinator", id.Coordinator, "err", err)
+	}
+	c.coords = coords
 	if opts.Probes {
 		c.probes = NewProbes(logger)
 	}
@@ -74,19 +85,25 @@ func (e *PermanentError) Error() string { return e.Err.Error() }
 func (e *PermanentError) Unwrap() error { return e.Err }
 
 // Run connects and reconnects until ctx ends or the coordinator refuses
-// this agent for good.
+// this agent for good. It starts with the enrollment address; when a
+// coordinator cannot be reached or its stream ends, the next attempt, after
+// the backoff, goes to the next coordinator of the fleet it was told of, in
+// turn. Each is verified against the same pinned CA.
 func (c *Client) Run(ctx context.Context) error {
 	attempt := 0
+	addr := c.id.Coordinator
 	for {
 		start := time.Now()
-		err := c.session(ctx)
+		err := c.session(ctx, addr)
 		if ctx.Err() != nil {
 			return nil
 		}
 		end := sessionEnd(err, time.Since(start))
 		if end.permanent {
-			return &PermanentError{Err: fmt.Errorf("the coordinator at %s refused this agent: %s", c.id.Coordinator, status.Convert(err).Message())}
+			return &PermanentError{Err: fmt.Errorf("the coordinator at %s refused this agent: %s", addr, status.Convert(err).Message())}
 		}
+		failed := addr
+		addr = c.coords.after(addr)
 		if end.resetBackoff {
 			attempt = 0
 		}
@@ -102,9 +119,9 @@ func (c *Client) Run(ctx context.Context) error {
 			c.forgetState()
 			c.logger.Error("the coordinator refused what this agent sent; reconnecting with freshly collected state. "+
 				"A value out of range usually means the host's clock is off (check NTP) or a collector misread the host: report it with this line",
-				"coordinator", c.id.Coordinator, "refusal", status.Convert(err).Message(), "in", d.Round(time.Millisecond))
+				"coordinator", failed, "refusal", status.Convert(err).Message(), "next", addr, "in", d.Round(time.Millisecond))
 		} else {
-			c.logger.Warn("no connection to the coordinator; retrying", "coordinator", c.id.Coordinator, "err", err, "in", d.Round(time.Millisecond))
+			c.logger.Warn("no connection to the coordinator; retrying", "coordinator", failed, "err", err, "next", addr, "in", d.Round(time.Millisecond))
 		}
 		select {
 		case <-ctx.Done():
@@ -159,8 +176,8 @@ func Backoff(n int, base, max time.Duration) time.Duration {
 	return half + rand.N(half+1)
 }
 
-// session runs one stream until it breaks.
-func (c *Client) session(ctx context.Context) error {
+// session runs one stream with the coordinator at addr until it breaks.
+func (c *Client) session(ctx context.Context, addr string) error {
 	tlsCfg, err := c.id.tlsConfig()
 	if err != nil {
 		return &PermanentError{Err: err}
@@ -168,7 +185,7 @@ func (c *Client) session(ctx context.Context) error {
 	// Collect before dialing, so that hello and the full state arrive
 	// together and the server is never online without facts.
 	full := c.fullState(ctx)
-	conn, err := grpc.NewClient(c.id.Coordinator,
+	conn, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
 	)
@@ -206,7 +223,7 @@ func (c *Client) session(ctx context.Context) error {
 	if err := stream.Send(&gridcityv1.AgentMessage{Body: &gridcityv1.AgentMessage_State{State: full}}); err != nil {
 		return recvError(stream, err)
 	}
-	c.logger.Info("connected to the coordinator", "coordinator", c.id.Coordinator, "name", c.id.Name)
+	c.logger.Info("connected to the coordinator", "coordinator", addr, "name", c.id.Name)
 
 	in := make(chan *gridcityv1.CoordinatorMessage)
 	recvErr := make(chan error, 1)
@@ -256,6 +273,14 @@ func (c *Client) session(ctx context.Context) error {
 				settings <- s
 				if c.probes != nil {
 					c.probes.Set(ctx, s.GetProbes())
+				}
+			}
+			if r := m.GetReplicas(); r != nil {
+				if changed, err := c.coords.set(r); err != nil {
+					// The list known before stays; the stream goes on.
+					c.logger.Warn("the coordinator's list of coordinators was not kept", "coordinator", addr, "err", err)
+				} else if changed {
+					c.logger.Info("coordinators of this fleet", "replicas", r.GetGrpcAddresses())
 				}
 			}
 			if rp := m.GetRunProbe(); rp != nil && c.probes != nil {

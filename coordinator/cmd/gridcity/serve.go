@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
+
 	"github.com/gridcity/gridcity/agent/atomicfile"
 	"github.com/gridcity/gridcity/coordinator/internal/agentapi"
 	"github.com/gridcity/gridcity/coordinator/internal/command"
@@ -26,6 +28,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/loopback"
 	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
 	"github.com/gridcity/gridcity/coordinator/internal/pki"
+	"github.com/gridcity/gridcity/coordinator/internal/replicas"
 	"github.com/gridcity/gridcity/coordinator/internal/resources"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 	"github.com/gridcity/gridcity/coordinator/internal/topology"
@@ -64,6 +67,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for flagName, addr := range map[string]string{"--http": *httpAddr, "--grpc": *grpcAddr} {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return fmt.Errorf("%s %q is not an address: use HOST:PORT, e.g. 127.0.0.1:4600 or :4601", flagName, addr)
+		}
+	}
+	if *advertise != "" {
+		if err := gridcityv1.CheckReplicaAddress(*advertise); err != nil {
+			return fmt.Errorf("--advertise: %w", err)
 		}
 	}
 	if *bodyTimeout <= 0 {
@@ -131,13 +139,6 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	apiCfg.Settings.FastIntervalSeconds, apiCfg.Settings.MediumIntervalSeconds = secs(cfg.Collect.Fast), secs(cfg.Collect.Medium)
 	apiCfg.Settings.SlowIntervalSeconds, apiCfg.Settings.UpdatesIntervalSeconds = secs(cfg.Collect.Slow), secs(cfg.Collect.Updates)
 	api := agentapi.New(apiCfg, st, ca, fl, logger)
-	adv := *advertise
-	if adv == "" {
-		adv = defaultAdvertise(*grpcAddr)
-		if loopback.Host(adv) {
-			logger.Warn("join lines will name a loopback address, which only agents on this host can reach; set --advertise HOST:PORT", "advertise", adv)
-		}
-	}
 	gs, err := api.GRPCServer()
 	if err != nil {
 		return err
@@ -145,6 +146,14 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	gl, err := net.Listen("tcp", *grpcAddr)
 	if err != nil {
 		return fmt.Errorf("listen for agents on %s: %w", *grpcAddr, err)
+	}
+	// From the listener, so that --grpc HOST:0 advertises the port it got.
+	adv := *advertise
+	if adv == "" {
+		adv = defaultAdvertise(gl.Addr().String())
+		if loopback.Host(adv) {
+			logger.Warn("join lines will name a loopback address, which only agents on this host can reach; set --advertise HOST:PORT", "advertise", adv)
+		}
 	}
 	hl, err := net.Listen("tcp", *httpAddr)
 	if err != nil {
@@ -162,6 +171,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	} else if created {
 		logger.Info("created the local MCP token; `gridcity mcp` prints it", "file", filepath.Join(*data, localTokenFile))
+	}
+
+	// Registered before serving, so that a store that cannot record this
+	// replica stops the start; agents hear of every live replica.
+	heart := replicas.New(st, replicas.Config{GRPC: adv, HTTP: info.HTTP}, api.SetReplicas, logger)
+	if err := heart.Beat(ctx); err != nil {
+		return err
 	}
 
 	scheme := "http"
@@ -226,6 +242,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	wg.Go(func() { cmds.Run(ctx) })
 	wg.Go(func() { prober.Run(ctx) })
 	wg.Go(func() { tracker.Run(ctx, 5*time.Second) })
+	wg.Go(func() { heart.Run(ctx) })
 	wg.Go(func() {
 		if err := gs.Serve(gl); err != nil {
 			errs <- fmt.Errorf("gRPC server: %w", err)

@@ -89,6 +89,47 @@ type Server struct {
 	commands Commands
 	probes   Probes
 	refusals refusals
+	// replicas is the live coordinators' list every agent is told of.
+	replicas *gridcityv1.Replicas
+}
+
+// SetReplicas records the gRPC addresses of the live coordinators (this
+// one included) and, when they changed, tells every connected agent; an
+// agent that connects later is told when its stream opens. A list an agent
+// could not use is refused whole and the previous one kept.
+func (s *Server) SetReplicas(addrs []string) error {
+	r := &gridcityv1.Replicas{GrpcAddresses: slices.Clone(addrs)}
+	if err := gridcityv1.CheckReplicas(r); err != nil {
+		return fmt.Errorf("replica list not sent to agents: %w", err)
+	}
+	s.mu.Lock()
+	if slices.Equal(s.replicas.GetGrpcAddresses(), r.GrpcAddresses) && s.replicas != nil {
+		s.mu.Unlock()
+		return nil
+	}
+	s.replicas = r
+	names := make([]string, 0, len(s.streams))
+	for n := range s.streams {
+		names = append(names, n)
+	}
+	s.mu.Unlock()
+	for _, n := range names {
+		if err := s.Send(n, replicasMessage(r)); err != nil {
+			// It hears of the list when it reconnects.
+			s.logger.Warn("replica list not sent to an agent", "server", n, "err", err)
+		}
+	}
+	return nil
+}
+
+func (s *Server) currentReplicas() *gridcityv1.Replicas {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.replicas
+}
+
+func replicasMessage(r *gridcityv1.Replicas) *gridcityv1.CoordinatorMessage {
+	return &gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_Replicas{Replicas: r}}
 }
 
 // Probes assigns probes to agents and receives their results (the prober).
@@ -298,6 +339,11 @@ func (s *Server) Connect(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage
 	}
 	if err := stream.Send(&gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_Settings{Settings: settings}}); err != nil {
 		return err
+	}
+	if r := s.currentReplicas(); r != nil {
+		if err := stream.Send(replicasMessage(r)); err != nil {
+			return err
+		}
 	}
 	if len(forget) > 0 {
 		if err := stream.Send(&gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_JournalAck{JournalAck: &gridcityv1.JournalAck{Forget: forget}}}); err != nil {

@@ -133,6 +133,8 @@ var pgMigrations = []string{
 		PRIMARY KEY (server, step, at, metric)
 	);
 	CREATE INDEX metric_buckets_age ON metric_buckets(step, at);`,
+	// 2: the coordinators serving this store (see replicas.go).
+	replicasTable,
 }
 
 // IsPostgresURL says whether a store URL names a PostgreSQL database.

@@ -168,6 +168,9 @@ var migrations = []string{
 		WHERE abs(v) <= 1.7976931348623157e308
 		GROUP BY server, step, at / (step * 1000), metric;
 	DROP TABLE metrics;`,
+	// 8: the coordinators serving this store, each with the addresses it
+	// advertises and its last heartbeat (see replicas.go).
+	replicasTable,
 }
 
 // OpenSQLite opens (creating if needed) the store at dir/gridcity.db.

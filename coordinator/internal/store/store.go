@@ -123,6 +123,19 @@ type Store interface {
 	OpenIncidents(ctx context.Context) ([]Incident, error)
 	// Incidents lists incidents, open and ended, newest start first, at most limit.
 	Incidents(ctx context.Context, limit int) ([]Incident, error)
+
+	// HeartbeatReplica records that a coordinator is alive at
+	// r.HeartbeatAt with the addresses it advertises (registering it on
+	// its first beat; its StartedAt is kept from then on), and forgets the
+	// replicas silent since before forgetBefore (killed ones never say
+	// goodbye).
+	HeartbeatReplica(ctx context.Context, r Replica, forgetBefore time.Time) error
+	// Replicas lists the coordinators whose last heartbeat is at or after
+	// since, first started first.
+	Replicas(ctx context.Context, since time.Time) ([]Replica, error)
+	// RemoveReplica forgets a coordinator that stops cleanly; removing one
+	// that is not there is not an error.
+	RemoveReplica(ctx context.Context, id string) error
 }
 
 // Incident is one spell of a target being a root cause.

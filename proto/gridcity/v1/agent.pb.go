@@ -2675,6 +2675,7 @@ type CoordinatorMessage struct {
 	//	*CoordinatorMessage_RunProbe
 	//	*CoordinatorMessage_Heartbeat
 	//	*CoordinatorMessage_JournalAck
+	//	*CoordinatorMessage_Replicas
 	Body          isCoordinatorMessage_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2771,6 +2772,15 @@ func (x *CoordinatorMessage) GetJournalAck() *JournalAck {
 	return nil
 }
 
+func (x *CoordinatorMessage) GetReplicas() *Replicas {
+	if x != nil {
+		if x, ok := x.Body.(*CoordinatorMessage_Replicas); ok {
+			return x.Replicas
+		}
+	}
+	return nil
+}
+
 type isCoordinatorMessage_Body interface {
 	isCoordinatorMessage_Body()
 }
@@ -2800,6 +2810,12 @@ type CoordinatorMessage_JournalAck struct {
 	JournalAck *JournalAck `protobuf:"bytes,6,opt,name=journal_ack,json=journalAck,proto3,oneof"`
 }
 
+type CoordinatorMessage_Replicas struct {
+	// The coordinators serving this fleet: sent when the stream opens and
+	// whenever the set changes.
+	Replicas *Replicas `protobuf:"bytes,7,opt,name=replicas,proto3,oneof"`
+}
+
 func (*CoordinatorMessage_Settings) isCoordinatorMessage_Body() {}
 
 func (*CoordinatorMessage_RunCommand) isCoordinatorMessage_Body() {}
@@ -2811,6 +2827,56 @@ func (*CoordinatorMessage_RunProbe) isCoordinatorMessage_Body() {}
 func (*CoordinatorMessage_Heartbeat) isCoordinatorMessage_Body() {}
 
 func (*CoordinatorMessage_JournalAck) isCoordinatorMessage_Body() {}
+
+func (*CoordinatorMessage_Replicas) isCoordinatorMessage_Body() {}
+
+// Replicas lists the gRPC addresses (HOST:PORT) of every live coordinator
+// of the fleet, the one sending it included. All share one CA, so the
+// agent verifies each as it verifies the one it enrolled with; it keeps the
+// list and, when its coordinator is unreachable, dials the others in turn.
+type Replicas struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GrpcAddresses []string               `protobuf:"bytes,1,rep,name=grpc_addresses,json=grpcAddresses,proto3" json:"grpc_addresses,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Replicas) Reset() {
+	*x = Replicas{}
+	mi := &file_gridcity_v1_agent_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Replicas) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Replicas) ProtoMessage() {}
+
+func (x *Replicas) ProtoReflect() protoreflect.Message {
+	mi := &file_gridcity_v1_agent_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Replicas.ProtoReflect.Descriptor instead.
+func (*Replicas) Descriptor() ([]byte, []int) {
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *Replicas) GetGrpcAddresses() []string {
+	if x != nil {
+		return x.GrpcAddresses
+	}
+	return nil
+}
 
 type Settings struct {
 	state                    protoimpl.MessageState `protogen:"open.v1"`
@@ -2826,7 +2892,7 @@ type Settings struct {
 
 func (x *Settings) Reset() {
 	*x = Settings{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[33]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2838,7 +2904,7 @@ func (x *Settings) String() string {
 func (*Settings) ProtoMessage() {}
 
 func (x *Settings) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[33]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2851,7 +2917,7 @@ func (x *Settings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settings.ProtoReflect.Descriptor instead.
 func (*Settings) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{33}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Settings) GetFastIntervalSeconds() uint32 {
@@ -2914,7 +2980,7 @@ type RunCommand struct {
 
 func (x *RunCommand) Reset() {
 	*x = RunCommand{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[34]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2926,7 +2992,7 @@ func (x *RunCommand) String() string {
 func (*RunCommand) ProtoMessage() {}
 
 func (x *RunCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[34]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2939,7 +3005,7 @@ func (x *RunCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommand.ProtoReflect.Descriptor instead.
 func (*RunCommand) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{34}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RunCommand) GetRequestId() string {
@@ -2994,7 +3060,7 @@ type CancelCommand struct {
 
 func (x *CancelCommand) Reset() {
 	*x = CancelCommand{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[35]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3006,7 +3072,7 @@ func (x *CancelCommand) String() string {
 func (*CancelCommand) ProtoMessage() {}
 
 func (x *CancelCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[35]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3019,7 +3085,7 @@ func (x *CancelCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCommand.ProtoReflect.Descriptor instead.
 func (*CancelCommand) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{35}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CancelCommand) GetRequestId() string {
@@ -3050,7 +3116,7 @@ type ProbeSpec struct {
 
 func (x *ProbeSpec) Reset() {
 	*x = ProbeSpec{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[36]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3062,7 +3128,7 @@ func (x *ProbeSpec) String() string {
 func (*ProbeSpec) ProtoMessage() {}
 
 func (x *ProbeSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[36]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3075,7 +3141,7 @@ func (x *ProbeSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeSpec.ProtoReflect.Descriptor instead.
 func (*ProbeSpec) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{36}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ProbeSpec) GetId() string {
@@ -3129,7 +3195,7 @@ type RunProbe struct {
 
 func (x *RunProbe) Reset() {
 	*x = RunProbe{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[37]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3141,7 +3207,7 @@ func (x *RunProbe) String() string {
 func (*RunProbe) ProtoMessage() {}
 
 func (x *RunProbe) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[37]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3154,7 +3220,7 @@ func (x *RunProbe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunProbe.ProtoReflect.Descriptor instead.
 func (*RunProbe) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{37}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RunProbe) GetProbe() *ProbeSpec {
@@ -3174,7 +3240,7 @@ type JournalAck struct {
 
 func (x *JournalAck) Reset() {
 	*x = JournalAck{}
-	mi := &file_gridcity_v1_agent_proto_msgTypes[38]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3186,7 +3252,7 @@ func (x *JournalAck) String() string {
 func (*JournalAck) ProtoMessage() {}
 
 func (x *JournalAck) ProtoReflect() protoreflect.Message {
-	mi := &file_gridcity_v1_agent_proto_msgTypes[38]
+	mi := &file_gridcity_v1_agent_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3199,7 +3265,7 @@ func (x *JournalAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JournalAck.ProtoReflect.Descriptor instead.
 func (*JournalAck) Descriptor() ([]byte, []int) {
-	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{38}
+	return file_gridcity_v1_agent_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *JournalAck) GetForget() []string {
@@ -3451,7 +3517,7 @@ const file_gridcity_v1_agent_proto_rawDesc = "" +
 	"\x12tls_not_after_unix\x18\b \x01(\x03R\x0ftlsNotAfterUnix\x1a:\n" +
 	"\fMetricsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xfc\x02\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xb1\x03\n" +
 	"\x12CoordinatorMessage\x123\n" +
 	"\bsettings\x18\x01 \x01(\v2\x15.gridcity.v1.SettingsH\x00R\bsettings\x12:\n" +
 	"\vrun_command\x18\x02 \x01(\v2\x17.gridcity.v1.RunCommandH\x00R\n" +
@@ -3460,8 +3526,11 @@ const file_gridcity_v1_agent_proto_rawDesc = "" +
 	"\trun_probe\x18\x04 \x01(\v2\x15.gridcity.v1.RunProbeH\x00R\brunProbe\x126\n" +
 	"\theartbeat\x18\x05 \x01(\v2\x16.gridcity.v1.HeartbeatH\x00R\theartbeat\x12:\n" +
 	"\vjournal_ack\x18\x06 \x01(\v2\x17.gridcity.v1.JournalAckH\x00R\n" +
-	"journalAckB\x06\n" +
-	"\x04body\"\xd2\x02\n" +
+	"journalAck\x123\n" +
+	"\breplicas\x18\a \x01(\v2\x15.gridcity.v1.ReplicasH\x00R\breplicasB\x06\n" +
+	"\x04body\"1\n" +
+	"\bReplicas\x12%\n" +
+	"\x0egrpc_addresses\x18\x01 \x03(\tR\rgrpcAddresses\"\xd2\x02\n" +
 	"\bSettings\x122\n" +
 	"\x15fast_interval_seconds\x18\x01 \x01(\rR\x13fastIntervalSeconds\x126\n" +
 	"\x17medium_interval_seconds\x18\x02 \x01(\rR\x15mediumIntervalSeconds\x122\n" +
@@ -3512,7 +3581,7 @@ func file_gridcity_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_gridcity_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_gridcity_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_gridcity_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_gridcity_v1_agent_proto_goTypes = []any{
 	(CommandEvent_Kind)(0),     // 0: gridcity.v1.CommandEvent.Kind
 	(CommandEvent_Stream)(0),   // 1: gridcity.v1.CommandEvent.Stream
@@ -3549,13 +3618,14 @@ var file_gridcity_v1_agent_proto_goTypes = []any{
 	(*CommandEvent)(nil),       // 32: gridcity.v1.CommandEvent
 	(*ProbeResult)(nil),        // 33: gridcity.v1.ProbeResult
 	(*CoordinatorMessage)(nil), // 34: gridcity.v1.CoordinatorMessage
-	(*Settings)(nil),           // 35: gridcity.v1.Settings
-	(*RunCommand)(nil),         // 36: gridcity.v1.RunCommand
-	(*CancelCommand)(nil),      // 37: gridcity.v1.CancelCommand
-	(*ProbeSpec)(nil),          // 38: gridcity.v1.ProbeSpec
-	(*RunProbe)(nil),           // 39: gridcity.v1.RunProbe
-	(*JournalAck)(nil),         // 40: gridcity.v1.JournalAck
-	nil,                        // 41: gridcity.v1.ProbeResult.MetricsEntry
+	(*Replicas)(nil),           // 35: gridcity.v1.Replicas
+	(*Settings)(nil),           // 36: gridcity.v1.Settings
+	(*RunCommand)(nil),         // 37: gridcity.v1.RunCommand
+	(*CancelCommand)(nil),      // 38: gridcity.v1.CancelCommand
+	(*ProbeSpec)(nil),          // 39: gridcity.v1.ProbeSpec
+	(*RunProbe)(nil),           // 40: gridcity.v1.RunProbe
+	(*JournalAck)(nil),         // 41: gridcity.v1.JournalAck
+	nil,                        // 42: gridcity.v1.ProbeResult.MetricsEntry
 }
 var file_gridcity_v1_agent_proto_depIdxs = []int32{
 	5,  // 0: gridcity.v1.AgentMessage.hello:type_name -> gridcity.v1.Hello
@@ -3590,24 +3660,25 @@ var file_gridcity_v1_agent_proto_depIdxs = []int32{
 	31, // 29: gridcity.v1.Gaps.items:type_name -> gridcity.v1.Gap
 	0,  // 30: gridcity.v1.CommandEvent.kind:type_name -> gridcity.v1.CommandEvent.Kind
 	1,  // 31: gridcity.v1.CommandEvent.stream:type_name -> gridcity.v1.CommandEvent.Stream
-	41, // 32: gridcity.v1.ProbeResult.metrics:type_name -> gridcity.v1.ProbeResult.MetricsEntry
-	35, // 33: gridcity.v1.CoordinatorMessage.settings:type_name -> gridcity.v1.Settings
-	36, // 34: gridcity.v1.CoordinatorMessage.run_command:type_name -> gridcity.v1.RunCommand
-	37, // 35: gridcity.v1.CoordinatorMessage.cancel_command:type_name -> gridcity.v1.CancelCommand
-	39, // 36: gridcity.v1.CoordinatorMessage.run_probe:type_name -> gridcity.v1.RunProbe
+	42, // 32: gridcity.v1.ProbeResult.metrics:type_name -> gridcity.v1.ProbeResult.MetricsEntry
+	36, // 33: gridcity.v1.CoordinatorMessage.settings:type_name -> gridcity.v1.Settings
+	37, // 34: gridcity.v1.CoordinatorMessage.run_command:type_name -> gridcity.v1.RunCommand
+	38, // 35: gridcity.v1.CoordinatorMessage.cancel_command:type_name -> gridcity.v1.CancelCommand
+	40, // 36: gridcity.v1.CoordinatorMessage.run_probe:type_name -> gridcity.v1.RunProbe
 	6,  // 37: gridcity.v1.CoordinatorMessage.heartbeat:type_name -> gridcity.v1.Heartbeat
-	40, // 38: gridcity.v1.CoordinatorMessage.journal_ack:type_name -> gridcity.v1.JournalAck
-	38, // 39: gridcity.v1.Settings.probes:type_name -> gridcity.v1.ProbeSpec
-	38, // 40: gridcity.v1.RunProbe.probe:type_name -> gridcity.v1.ProbeSpec
-	2,  // 41: gridcity.v1.AgentService.Enroll:input_type -> gridcity.v1.EnrollRequest
-	4,  // 42: gridcity.v1.AgentService.Connect:input_type -> gridcity.v1.AgentMessage
-	3,  // 43: gridcity.v1.AgentService.Enroll:output_type -> gridcity.v1.EnrollResponse
-	34, // 44: gridcity.v1.AgentService.Connect:output_type -> gridcity.v1.CoordinatorMessage
-	43, // [43:45] is the sub-list for method output_type
-	41, // [41:43] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	41, // 38: gridcity.v1.CoordinatorMessage.journal_ack:type_name -> gridcity.v1.JournalAck
+	35, // 39: gridcity.v1.CoordinatorMessage.replicas:type_name -> gridcity.v1.Replicas
+	39, // 40: gridcity.v1.Settings.probes:type_name -> gridcity.v1.ProbeSpec
+	39, // 41: gridcity.v1.RunProbe.probe:type_name -> gridcity.v1.ProbeSpec
+	2,  // 42: gridcity.v1.AgentService.Enroll:input_type -> gridcity.v1.EnrollRequest
+	4,  // 43: gridcity.v1.AgentService.Connect:input_type -> gridcity.v1.AgentMessage
+	3,  // 44: gridcity.v1.AgentService.Enroll:output_type -> gridcity.v1.EnrollResponse
+	34, // 45: gridcity.v1.AgentService.Connect:output_type -> gridcity.v1.CoordinatorMessage
+	44, // [44:46] is the sub-list for method output_type
+	42, // [42:44] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_gridcity_v1_agent_proto_init() }
@@ -3630,6 +3701,7 @@ func file_gridcity_v1_agent_proto_init() {
 		(*CoordinatorMessage_RunProbe)(nil),
 		(*CoordinatorMessage_Heartbeat)(nil),
 		(*CoordinatorMessage_JournalAck)(nil),
+		(*CoordinatorMessage_Replicas)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3637,7 +3709,7 @@ func file_gridcity_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gridcity_v1_agent_proto_rawDesc), len(file_gridcity_v1_agent_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   40,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
