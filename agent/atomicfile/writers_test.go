@@ -22,6 +22,7 @@ var notState = map[string]string{
 	"coordinator/cmd/gridcity-bench/measure.go":      "benchmark output",
 	"coordinator/cmd/gridcity-bench/report.go":       "benchmark output",
 	"coordinator/cmd/gridcity-fleet/demo.go":         "the demo's config, written again by every demo run",
+	"coordinator/internal/pgtest/pgtest.go":          "tests' throwaway PostgreSQL: its password file, gone with the test",
 	"coordinator/internal/testfleet/requirements.go": "test fleet: a policy-rc.d while packages install",
 	"coordinator/internal/testfleet/services.go":     "test fleet: services' throwaway configs",
 	"coordinator/internal/testfleet/state.go":        "test fleet: what to clean up, lost with the namespaces on a power cut",
