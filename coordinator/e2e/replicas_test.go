@@ -18,9 +18,9 @@ import (
 // enrolled through A: the agent learns B's address from A and keeps it in
 // its state directory; when A is killed (-9, no goodbye) the agent
 // reconnects to B within its backoff, verified against the same CA, and
-// B's list_servers shows it online. Each replica's fleet view is still its
-// own (a later part of issue 16 shares it), so the agent is looked for on
-// the replica that holds its stream.
+// its stream is on B. Before that, while A holds the stream, B's
+// list_servers already shows the agent online with its disks: the fleet
+// view is shared through the store (stream leases and saved state).
 func TestAgentFailsOverToAnotherReplica(t *testing.T) {
 	t.Parallel()
 	url := pgtest.Database(t)
@@ -43,7 +43,19 @@ func TestAgentFailsOverToAnotherReplica(t *testing.T) {
 	}
 	state := t.TempDir()
 	startAgent(t, a, "ha-web-1", state, a.joinLine("--store", url))
-	a.waitStatus(tokenOf(a), "ha-web-1", "online", 30*time.Second)
+	onA := a.waitStatus(tokenOf(a), "ha-web-1", "online", 30*time.Second)
+	seenOnA := time.Now()
+	if len(onA.Disks) == 0 {
+		t.Fatalf("ha-web-1 on A lists no disks: %+v", onA)
+	}
+	onB := b.waitStatus(tokenOf(b), "ha-web-1", "online", 15*time.Second)
+	t.Logf("shared view: replica B listed the agent online %s after replica A did", time.Since(seenOnA).Round(time.Millisecond))
+	if len(onB.Disks) != len(onA.Disks) || onB.OS.Hostname != onA.OS.Hostname {
+		t.Fatalf("ha-web-1 on B: %d disks, host %q; want A's view: %d disks, host %q", len(onB.Disks), onB.OS.Hostname, len(onA.Disks), onA.OS.Hostname)
+	}
+	if n := connected(t, b); n != 0 {
+		t.Fatalf("replica B holds %d agent streams while the agent is on A; want 0", n)
+	}
 
 	// A tells its agents of B at its next heartbeat (every 5 s).
 	eventually(t, 20*time.Second, "the agent keeps both replicas' addresses", func() error {
@@ -69,15 +81,27 @@ func TestAgentFailsOverToAnotherReplica(t *testing.T) {
 	if !a.p.exited(10 * time.Second) {
 		t.Fatal("replica A did not die on SIGKILL")
 	}
-	b.waitStatus(tokenOf(b), "ha-web-1", "online", 30*time.Second)
-	t.Logf("failover: the agent was online on replica B %s after replica A was killed", time.Since(killed).Round(time.Millisecond))
-	resp, err := http.Get("http://" + b.http + "/healthz")
+	eventually(t, 30*time.Second, "the agent's stream on replica B", func() error {
+		if n := connected(t, b); n != 1 {
+			return fmt.Errorf("replica B holds %d agent streams; want 1", n)
+		}
+		return nil
+	})
+	t.Logf("failover: the agent's stream was on replica B %s after replica A was killed", time.Since(killed).Round(time.Millisecond))
+	b.waitStatus(tokenOf(b), "ha-web-1", "online", 5*time.Second)
+}
+
+// connected is how many agent streams the coordinator holds (its /healthz).
+func connected(t *testing.T, c *coordinator) int {
+	t.Helper()
+	resp, err := http.Get("http://" + c.http + "/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	var health struct{ AgentsConnected int }
-	if err := json.NewDecoder(resp.Body).Decode(&health); err != nil || health.AgentsConnected != 1 {
-		t.Fatalf("replica B's /healthz: %+v, %v; want the agent's stream on B", health, err)
+	if err := json.NewDecoder(resp.Body).Decode(&health); err != nil {
+		t.Fatalf("%s/healthz: %v", c.http, err)
 	}
+	return health.AgentsConnected
 }

@@ -179,6 +179,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := heart.Beat(ctx); err != nil {
 		return err
 	}
+	// Replicas sharing a PostgreSQL store show each other's agents; one
+	// coordinator on its SQLite file has no one to share with.
+	if _, shared := st.(*store.Postgres); shared {
+		fl.Share(heart.ID(), heart.LiveFor())
+	}
 
 	scheme := "http"
 	if info.TLS {

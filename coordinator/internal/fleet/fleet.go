@@ -96,6 +96,10 @@ type Server struct {
 	// by the next update it accepts. State is what came before.
 	Refused   string
 	RefusedAt time.Time
+	// Replica is, on a store shared by several replicas (see Share), the
+	// other replica that holds the server's stream when it is online
+	// there rather than here; "" when this replica holds it or no one does.
+	Replica string
 }
 
 // Status is "online", "revoked", "reconnecting" or "offline". A revoked
@@ -132,7 +136,17 @@ type server struct {
 	// awaited: the server was most likely online when the coordinator
 	// stopped and has not connected since; cleared when the grace ends.
 	awaited bool
+	// On a shared store (see Share): lease is the replica the store says
+	// holds the stream ("" released or never leased) and leaseSince when
+	// it opened there; leaseDirty says this replica's own lease (taken at
+	// Connect, released at Disconnect) is still to be written.
+	lease      string
+	leaseSince time.Time
+	leaseDirty bool
 }
+
+// local says this replica holds the server's stream.
+func (s *server) local() bool { return s.Online && s.Replica == "" }
 
 // Store is the part of the coordinator's store the fleet model loads from
 // and writes behind to.
@@ -145,6 +159,15 @@ type Store interface {
 	Agents(ctx context.Context) ([]store.Agent, error)
 	SaveServers(ctx context.Context, servers []store.ServerRecord) error
 	AppendMetrics(ctx context.Context, points []store.MetricPoint, now time.Time, keep store.MetricRetention) error
+
+	// The shared view (see Share): the leases of the streams this replica
+	// holds are written at every flush that has a change; the others'
+	// leases, the live replicas and the servers they saved are read at
+	// every Reload.
+	SaveStreamLeases(ctx context.Context, replica string, held []store.StreamLease, released []string, now time.Time) error
+	StreamLeases(ctx context.Context, since time.Time) ([]store.StreamLease, error)
+	Replicas(ctx context.Context, since time.Time) ([]store.Replica, error)
+	ServersSeenSince(ctx context.Context, since time.Time) ([]store.ServerRecord, error)
 }
 
 // Fleet is safe for concurrent use.
@@ -171,6 +194,13 @@ type Fleet struct {
 
 	// keep is how long the store keeps each resolution of the metric history.
 	keep store.MetricRetention
+
+	// On a store shared with other replicas (see Share): this replica's
+	// id, how long a replica counts live after its last heartbeat, and
+	// the times of the last Reload's reads (this replica's clock).
+	replica                string
+	liveFor                time.Duration
+	leasesRead, serverRead time.Time
 }
 
 // Option changes a default of New.
@@ -373,6 +403,7 @@ func (f *Fleet) Connect(hello *gridcityv1.Hello) uint64 {
 	s.stream = f.streams
 	f.unawait(s)
 	s.Online, s.ConnectedAt, s.LastSeen = true, now, now
+	s.Replica, s.leaseDirty = "", f.replica != ""
 	s.RevokedAt = time.Time{} // its stream was accepted: enrolled anew
 	s.Hello = proto.Clone(hello).(*gridcityv1.Hello)
 	s.Hello.Journal = nil // command state is kept by the command log, not here
@@ -390,7 +421,7 @@ func (f *Fleet) Disconnect(name string, stream uint64) {
 		return
 	}
 	s.Online, s.ConnectedAt = false, time.Time{}
-	s.dirty = true
+	s.dirty, s.leaseDirty = true, f.replica != ""
 	f.shape++
 }
 
@@ -514,6 +545,8 @@ func (f *Fleet) flush(ctx context.Context, all bool) error {
 	var recs []store.ServerRecord
 	var points []store.MetricPoint
 	var skipped []error
+	var held []store.StreamLease
+	var released []string
 	now := f.now()
 	minute := now.Truncate(store.MetricStep)
 	for _, s := range f.servers {
@@ -528,7 +561,16 @@ func (f *Fleet) flush(ctx context.Context, all bool) error {
 		if all && len(s.open) > 0 {
 			points, s.open = append(points, s.open...), nil
 		}
-		if !s.dirty {
+		if s.leaseDirty {
+			if s.local() {
+				held = append(held, store.StreamLease{Server: s.Name, Since: s.ConnectedAt})
+			} else {
+				released = append(released, s.Name)
+			}
+			s.leaseDirty = false
+		}
+		// A server another replica holds is that replica's to write.
+		if !s.dirty || s.Replica != "" {
 			continue
 		}
 		state, err := proto.Marshal(s.State)
@@ -548,7 +590,14 @@ func (f *Fleet) flush(ctx context.Context, all bool) error {
 	f.mu.Unlock()
 	if err := f.store.SaveServers(ctx, recs); err != nil {
 		f.markDirty(recs)
+		f.markLeasesDirty(held, released)
 		return err
+	}
+	if f.replica != "" {
+		if err := f.store.SaveStreamLeases(ctx, f.replica, held, released, now); err != nil {
+			f.markLeasesDirty(held, released)
+			return err
+		}
 	}
 	if err := f.store.AppendMetrics(ctx, points, now, f.keep); err != nil {
 		return err
@@ -629,7 +678,24 @@ func (f *Fleet) markDirty(recs []store.ServerRecord) {
 	}
 }
 
-// Run flushes changes every interval until ctx ends, then once more.
+func (f *Fleet) markLeasesDirty(held []store.StreamLease, released []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, l := range held {
+		if s := f.servers[l.Server]; s != nil {
+			s.leaseDirty = true
+		}
+	}
+	for _, name := range released {
+		if s := f.servers[name]; s != nil {
+			s.leaseDirty = true
+		}
+	}
+}
+
+// Run flushes changes every interval until ctx ends, then once more; on a
+// shared store (see Share) it reloads what the other replicas hold after
+// every flush.
 func (f *Fleet) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -647,6 +713,9 @@ func (f *Fleet) Run(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 			if err := f.Flush(ctx); err != nil && ctx.Err() == nil {
 				f.logger.Error("flush fleet state", "err", err)
+			}
+			if err := f.Reload(ctx); err != nil && ctx.Err() == nil {
+				f.logger.Warn("read the servers other replicas hold; retrying at the next flush", "err", err)
 			}
 			if time.Since(lastSync) >= revokedEvery {
 				lastSync = time.Now()
@@ -666,5 +735,6 @@ func (f *Fleet) ServerInfo(name string) command.ServerInfo {
 	if !ok {
 		return command.ServerInfo{}
 	}
-	return command.ServerInfo{Known: true, Online: s.Online, CommandsEnabled: s.Hello.GetCommandsEnabled(), RunAs: s.Hello.GetRunAs()}
+	// Only a stream this replica holds can take a command from it.
+	return command.ServerInfo{Known: true, Online: s.local(), CommandsEnabled: s.Hello.GetCommandsEnabled(), RunAs: s.Hello.GetRunAs()}
 }

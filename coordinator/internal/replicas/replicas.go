@@ -72,6 +72,10 @@ func New(st Store, cfg Config, tell func(grpcAddrs []string) error, logger *slog
 // ID is this replica's id in the store.
 func (h *Heart) ID() string { return h.self.ID }
 
+// LiveFor is how long a replica counts live after its last heartbeat:
+// three intervals.
+func (h *Heart) LiveFor() time.Duration { return 3 * h.cfg.Interval }
+
 // Beat records this replica as alive now (registering it the first time)
 // and tells the live replicas' addresses. Serve calls it once before it
 // starts, so that a store that cannot record it stops the start.
@@ -84,7 +88,7 @@ func (h *Heart) Beat(ctx context.Context) error {
 	if err := h.st.HeartbeatReplica(ctx, h.self, now.Add(-h.cfg.ForgetAfter)); err != nil {
 		return fmt.Errorf("register this coordinator (replica %s, gRPC %s) in the store: %w", h.self.ID, h.self.GRPC, err)
 	}
-	live, err := h.st.Replicas(ctx, now.Add(-3*h.cfg.Interval))
+	live, err := h.st.Replicas(ctx, now.Add(-h.LiveFor()))
 	if err != nil {
 		return err
 	}

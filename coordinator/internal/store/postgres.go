@@ -135,6 +135,8 @@ var pgMigrations = []string{
 	CREATE INDEX metric_buckets_age ON metric_buckets(step, at);`,
 	// 2: the coordinators serving this store (see replicas.go).
 	replicasTable,
+	// 3: which replica holds each agent's stream (see leases.go).
+	leasesTable,
 }
 
 // IsPostgresURL says whether a store URL names a PostgreSQL database.

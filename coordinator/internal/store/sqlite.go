@@ -171,6 +171,8 @@ var migrations = []string{
 	// 8: the coordinators serving this store, each with the addresses it
 	// advertises and its last heartbeat (see replicas.go).
 	replicasTable,
+	// 9: which replica holds each agent's stream (see leases.go).
+	leasesTable,
 }
 
 // OpenSQLite opens (creating if needed) the store at dir/gridcity.db.

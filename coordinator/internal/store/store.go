@@ -136,6 +136,17 @@ type Store interface {
 	// RemoveReplica forgets a coordinator that stops cleanly; removing one
 	// that is not there is not an error.
 	RemoveReplica(ctx context.Context, id string) error
+	// SaveStreamLeases records that replica holds the streams of the
+	// held servers (each since its Since) and no longer holds those of
+	// released; a release leaves a lease another replica took since
+	// alone. Every lease written is stamped changed at now.
+	SaveStreamLeases(ctx context.Context, replica string, held []StreamLease, released []string, now time.Time) error
+	// StreamLeases returns the leases changed at or after since, released
+	// ones (Replica "") included, by server name.
+	StreamLeases(ctx context.Context, since time.Time) ([]StreamLease, error)
+	// ServersSeenSince returns the servers last seen at or after since,
+	// by name: what other replicas wrote of the servers they hold.
+	ServersSeenSince(ctx context.Context, since time.Time) ([]ServerRecord, error)
 }
 
 // Incident is one spell of a target being a root cause.

@@ -1,0 +1,154 @@
+package fleet
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
+
+	"github.com/gridcity/gridcity/coordinator/internal/store"
+)
+
+// TestSharedFleetShowsTheOtherReplicasStreams: two replicas' fleets on one
+// store. A server streaming to A shows in B online, held by A, with the
+// state A saved, and follows A's updates; B never writes it nor takes
+// commands for it; it goes offline in B when A releases the stream and
+// when A goes silent; and a late release by A of a stream B has taken
+// over leaves B's lease alone.
+func TestSharedFleetShowsTheOtherReplicasStreams(t *testing.T) {
+	ctx := context.Background()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := store.OpenSQLite(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	beat := func(ids ...string) {
+		t.Helper()
+		for _, id := range ids {
+			if err := st.HeartbeatReplica(ctx, store.Replica{ID: id, GRPC: "127.0.0.1:4601", HeartbeatAt: now}, time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	open := func(id string) *Fleet {
+		f, err := New(ctx, st, logger, WithClock(clock), WithStartupGrace(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Share(id, 15*time.Second)
+		return f
+	}
+	step := func(fs ...*Fleet) {
+		t.Helper()
+		now = now.Add(2 * time.Second)
+		for _, f := range fs {
+			if err := f.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, f := range fs {
+			if err := f.Reload(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	beat("a", "b")
+	a, b := open("a"), open("b")
+
+	stream := a.Connect(&gridcityv1.Hello{Name: "web-1", District: "shop", CommandsEnabled: true})
+	a.Apply("web-1", stream, &gridcityv1.StateUpdate{Full: true, Disks: &gridcityv1.Disks{Items: []*gridcityv1.Disk{{Mount: "/", TotalBytes: 100, UsedPercent: 40}}}})
+	if _, ok := b.Server("web-1"); ok {
+		t.Fatal("b knows web-1 before any reload")
+	}
+	step(a, b)
+	s, ok := b.Server("web-1")
+	if !ok || s.Status() != StatusOnline || s.Replica != "a" || s.Hello.GetDistrict() != "shop" || len(s.State.GetDisks().GetItems()) != 1 || s.State.GetDisks().GetItems()[0].GetUsedPercent() != 40 {
+		t.Fatalf("web-1 in b: %+v (known %v); want online, held by a, district shop, disk / at 40%%", s, ok)
+	}
+	if s, _ := a.Server("web-1"); s.Replica != "" || !s.Online {
+		t.Fatalf("web-1 in a: online %v, replica %q; want online here", s.Online, s.Replica)
+	}
+	if info := b.ServerInfo("web-1"); info.Online {
+		t.Fatal("b takes commands for web-1, whose stream a holds")
+	}
+
+	// A's next update reaches b; b's flush does not write web-1 back.
+	a.Apply("web-1", stream, &gridcityv1.StateUpdate{Disks: &gridcityv1.Disks{Items: []*gridcityv1.Disk{{Mount: "/", TotalBytes: 100, UsedPercent: 70}}}})
+	step(a, b)
+	step(b)
+	if s, _ := b.Server("web-1"); s.State.GetDisks().GetItems()[0].GetUsedPercent() != 70 || !s.Online {
+		t.Fatalf("web-1 in b after a's update: online %v, %v; want online, disk at 70%%", s.Online, s.State.GetDisks())
+	}
+
+	// A releases the stream: offline in b.
+	a.Disconnect("web-1", stream)
+	step(a, b)
+	if s, _ := b.Server("web-1"); s.Status() != StatusOffline || s.Replica != "" {
+		t.Fatalf("web-1 in b after a released it: %s held by %q; want offline", s.Status(), s.Replica)
+	}
+
+	// Back on a, then a goes silent: offline in b once a's heartbeat is
+	// older than the live bound.
+	stream = a.Connect(&gridcityv1.Hello{Name: "web-1", District: "shop"})
+	step(a, b)
+	if s, _ := b.Server("web-1"); s.Status() != StatusOnline {
+		t.Fatalf("web-1 in b after it came back to a: %s; want online", s.Status())
+	}
+	for range 8 {
+		beat("b")
+		step(b)
+	}
+	if s, _ := b.Server("web-1"); s.Status() != StatusOffline || s.Replica != "" {
+		t.Fatalf("web-1 in b 16 s after a's last heartbeat: %s held by %q; want offline", s.Status(), s.Replica)
+	}
+
+	// Its agent fails over to b, and a, back, releases its stale stream
+	// late: b keeps it, and a shows it held by b.
+	beat("a", "b")
+	bs := b.Connect(&gridcityv1.Hello{Name: "web-1", District: "shop"})
+	step(b)
+	a.Disconnect("web-1", stream)
+	step(a, b)
+	if s, _ := b.Server("web-1"); !s.Online || s.Replica != "" {
+		t.Fatalf("web-1 in b, which holds it: online %v, replica %q; want online here", s.Online, s.Replica)
+	}
+	if s, _ := a.Server("web-1"); !s.Online || s.Replica != "b" {
+		t.Fatalf("web-1 in a: online %v, replica %q; want online, held by b", s.Online, s.Replica)
+	}
+	ls, err := st.StreamLeases(ctx, time.Time{})
+	if err != nil || len(ls) != 1 || ls[0].Replica != "b" {
+		t.Fatalf("leases %+v, %v; want web-1 held by b", ls, err)
+	}
+	b.Disconnect("web-1", bs)
+}
+
+// TestUnsharedFleetWritesNoLeases: a fleet that is not shared (SQLite, one
+// replica) behaves as before: no leases, and Reload does nothing.
+func TestUnsharedFleetWritesNoLeases(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.OpenSQLite(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	f, err := New(ctx, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Connect(&gridcityv1.Hello{Name: "web-1"})
+	if err := f.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ls, err := st.StreamLeases(ctx, time.Time{}); err != nil || len(ls) != 0 {
+		t.Fatalf("leases %+v, %v; want none", ls, err)
+	}
+}
