@@ -25,6 +25,9 @@ type ServerInfo struct {
 	Online          bool
 	CommandsEnabled bool
 	RunAs           string
+	// HeldBy is, when another coordinator holds the server's stream, that
+	// coordinator's HTTP address (or its replica id).
+	HeldBy string
 }
 
 // Servers answers questions about servers (the fleet model).
@@ -159,6 +162,8 @@ func (s *Service) validate(sub Submission) error {
 		return fmt.Errorf("server is empty: name a server from list_servers")
 	case !info.Known:
 		return fmt.Errorf("unknown server %q; known servers: %s", sub.Server, strings.Join(s.servers.Names(), ", "))
+	case !info.Online && info.HeldBy != "":
+		return fmt.Errorf("server %q is connected to another coordinator (%s), and commands do not yet cross coordinators: ask through that coordinator's /mcp", sub.Server, info.HeldBy)
 	case !info.Online:
 		return fmt.Errorf("server %q is offline: its agent is not connected, so nothing can run there now; check list_servers", sub.Server)
 	case !info.CommandsEnabled:

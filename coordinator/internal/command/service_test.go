@@ -109,6 +109,7 @@ var servers = fakeServers{
 	"app-1": {Known: true, Online: true, CommandsEnabled: true, RunAs: "deploy"},
 	"ro-1":  {Known: true, Online: true, CommandsEnabled: false},
 	"off-1": {Known: true, Online: false, CommandsEnabled: true, RunAs: "root"},
+	"far-1": {Known: true, Online: false, CommandsEnabled: true, RunAs: "root", HeldBy: "10.0.0.2:4600"},
 }
 
 func newEnv(t *testing.T, dir string) *env {
@@ -171,6 +172,7 @@ func TestSubmitValidation(t *testing.T) {
 	}{
 		{"unknown server", func(s *Submission) { s.Server = "web-3" }, `unknown server "web-3"; known servers:`},
 		{"offline", func(s *Submission) { s.Server = "off-1" }, "is offline"},
+		{"on another coordinator", func(s *Submission) { s.Server = "far-1" }, "is connected to another coordinator (10.0.0.2:4600)"},
 		{"commands off", func(s *Submission) { s.Server = "ro-1" }, "commands: false"},
 		{"empty command", func(s *Submission) { s.Command = "  " }, "command is empty"},
 		{"NUL", func(s *Submission) { s.Command = "ls\x00" }, "NUL byte"},

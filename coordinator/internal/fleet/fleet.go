@@ -12,6 +12,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -201,6 +202,9 @@ type Fleet struct {
 	replica                string
 	liveFor                time.Duration
 	leasesRead, serverRead time.Time
+	// replicaHTTP is each live replica's HTTP address by id, as of the
+	// last Reload: where a command for a server it holds can be asked.
+	replicaHTTP map[string]string
 }
 
 // Option changes a default of New.
@@ -736,5 +740,9 @@ func (f *Fleet) ServerInfo(name string) command.ServerInfo {
 		return command.ServerInfo{}
 	}
 	// Only a stream this replica holds can take a command from it.
-	return command.ServerInfo{Known: true, Online: s.local(), CommandsEnabled: s.Hello.GetCommandsEnabled(), RunAs: s.Hello.GetRunAs()}
+	info := command.ServerInfo{Known: true, Online: s.local(), CommandsEnabled: s.Hello.GetCommandsEnabled(), RunAs: s.Hello.GetRunAs()}
+	if s.Online && s.Replica != "" {
+		info.HeldBy = cmp.Or(f.replicaHTTP[s.Replica], "replica "+s.Replica)
+	}
+	return info
 }

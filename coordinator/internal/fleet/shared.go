@@ -67,12 +67,14 @@ func (f *Fleet) Reload(ctx context.Context) error {
 		return err
 	}
 	alive := make(map[string]bool, len(live))
+	http := make(map[string]string, len(live))
 	for _, r := range live {
-		alive[r.ID] = true
+		alive[r.ID], http[r.ID] = true, r.HTTP
 	}
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.replicaHTTP = http
 	f.leasesRead, f.serverRead = now, now
 	for _, l := range leases {
 		s := f.known(l.Server)

@@ -31,7 +31,7 @@ func TestSharedFleetShowsTheOtherReplicasStreams(t *testing.T) {
 	beat := func(ids ...string) {
 		t.Helper()
 		for _, id := range ids {
-			if err := st.HeartbeatReplica(ctx, store.Replica{ID: id, GRPC: "127.0.0.1:4601", HeartbeatAt: now}, time.Time{}); err != nil {
+			if err := st.HeartbeatReplica(ctx, store.Replica{ID: id, GRPC: "127.0.0.1:4601", HTTP: "coord-" + id + ":4600", HeartbeatAt: now}, time.Time{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -74,8 +74,8 @@ func TestSharedFleetShowsTheOtherReplicasStreams(t *testing.T) {
 	if s, _ := a.Server("web-1"); s.Replica != "" || !s.Online {
 		t.Fatalf("web-1 in a: online %v, replica %q; want online here", s.Online, s.Replica)
 	}
-	if info := b.ServerInfo("web-1"); info.Online {
-		t.Fatal("b takes commands for web-1, whose stream a holds")
+	if info := b.ServerInfo("web-1"); info.Online || info.HeldBy != "coord-a:4600" {
+		t.Fatalf("b: %+v; want no commands for web-1, whose stream a (coord-a:4600) holds", info)
 	}
 
 	// A's next update reaches b; b's flush does not write web-1 back.
