@@ -176,6 +176,8 @@ func TestSessionsFromBeforeTheHeader(t *testing.T) {
 		`CREATE TABLE agents (name TEXT PRIMARY KEY, serial TEXT NOT NULL, enrolled_at INTEGER NOT NULL, revoked_at INTEGER NOT NULL DEFAULT 0)`,
 		// The version-2 requests table, which a later migration alters.
 		`CREATE TABLE requests (id TEXT PRIMARY KEY, server TEXT NOT NULL, status TEXT NOT NULL, created_at INTEGER NOT NULL, body BLOB NOT NULL)`,
+		// The version-1 servers table, which a later migration indexes.
+		`CREATE TABLE servers (name TEXT PRIMARY KEY, state BLOB NOT NULL, hello BLOB NOT NULL, last_seen INTEGER NOT NULL)`,
 		// The version-1 metrics table, which a later migration turns into buckets.
 		`CREATE TABLE metrics (server TEXT NOT NULL, at INTEGER NOT NULL, cpu REAL NOT NULL, mem REAL NOT NULL, load1 REAL NOT NULL)`,
 	} {
