@@ -1,7 +1,6 @@
 package mcpserver
 
 import (
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -88,8 +87,15 @@ func fitStream(text string, omitted int64, budget int) (string, int64) {
 
 // escapedLen is the length of s as a JSON string's contents.
 func escapedLen(s string) int {
-	b, _ := json.Marshal(s)
-	return len(b) - 2
+	n := 0
+	for i, r := range s {
+		size := utf8.RuneLen(r)
+		if r == utf8.RuneError {
+			_, size = utf8.DecodeRuneInString(s[i:])
+		}
+		n += runeEscapedLen(r, size)
+	}
+	return n
 }
 
 // runeEscapedLen is the length of one rune as JSON writes it.
@@ -108,7 +114,11 @@ func runeEscapedLen(r rune, size int) int {
 func prefixWithin(s string, n int) string {
 	used := 0
 	for i, r := range s {
-		used += runeEscapedLen(r, utf8.RuneLen(r))
+		size := utf8.RuneLen(r)
+		if r == utf8.RuneError {
+			_, size = utf8.DecodeRuneInString(s[i:])
+		}
+		used += runeEscapedLen(r, size)
 		if used > n {
 			return s[:i]
 		}

@@ -70,22 +70,19 @@ func addResources(s *mcp.Server, d Deps, scope store.Scope) {
 		// Each entry while it fits the budget of an answer without
 		// arguments, the rest counted by status (the URIs make an entry
 		// longer than the glance's row).
-		rest := answerBudget - jsonSize(out) - 64 // 64: the omitted counts it may gain
-		for i, e := range entries {
-			if rest -= jsonSize(e) + 1; rest < 0 {
-				if out.Omitted == nil {
-					out.Omitted = map[string]int{}
-				}
-				for _, left := range entries[i:] {
-					out.Omitted[left.Status]++
-				}
-				out.Truncated = true
-				if out.More == "" {
-					out.More = `list_servers {"status": "online"} pages through the servers left out, by name (pass nextAfter as after); ` + uriServer + ` reads any one`
-				}
-				break
+		n := fitting(entries, answerBudget-jsonSize(out)-64) // 64: the omitted counts it may gain
+		out.Servers = append(out.Servers, entries[:n]...)
+		if n < len(entries) {
+			if out.Omitted == nil {
+				out.Omitted = map[string]int{}
 			}
-			out.Servers = append(out.Servers, e)
+			for _, left := range entries[n:] {
+				out.Omitted[left.Status]++
+			}
+			out.Truncated = true
+			if out.More == "" {
+				out.More = `list_servers {"status": "online"} pages through the servers left out, by name (pass nextAfter as after); ` + uriServer + ` reads any one`
+			}
 		}
 		return jsonResource(req.Params.URI, out)
 	})
