@@ -351,10 +351,17 @@ func (s *Service) Approve(ctx context.Context, id, approver string, a Approval) 
 	// A server whose stream another replica holds: the input and sudo
 	// password are sealed to that replica, and the hand-off is saved
 	// with the approval, in one commit; the holder dispatches it.
+	// With replicas, a server no live replica holds may be moving to
+	// another after its replica stopped: the approval is refused, not
+	// spent, and can be given again once the agent is back.
 	var h *store.Handoff
-	var handErr error
-	if info := s.servers.ServerInfo(r.Server); s.remote(info) {
-		h, handErr = s.handoff(ctx, r, info, a)
+	if info := s.servers.ServerInfo(r.Server); s.shared != nil && !info.Online {
+		if !s.remote(info) {
+			return r, fmt.Errorf("%w: no coordinator holds the agent of %s now (it may be reconnecting to another after one stopped)", ErrUnreachable, r.Server)
+		}
+		if h, err = s.handoff(ctx, r, info, a); err != nil {
+			return r, fmt.Errorf("%w: %w", ErrUnreachable, err)
+		}
 	}
 	body, entries, err := s.record(r, step{name: "approved", actor: "approver:" + approver, detail: map[string]any{"note": r.Note, "input": len(a.Input) > 0, "sudoPassword": len(a.SudoPassword) > 0}})
 	if err != nil {
@@ -364,11 +371,8 @@ func (s *Service) Approve(ctx context.Context, id, approver string, a Approval) 
 		return s.decided(ctx, id, err)
 	}
 	s.publish(EventDecided, r)
-	switch {
-	case handErr != nil:
-		return s.fail(ctx, r, "approved, but it could not be handed to the coordinator holding the agent: "+handErr.Error()+"; nothing ran; ask again"), nil
-	case h != nil:
-		return r, nil
+	if h != nil {
+		return r, nil // the holder dispatches it
 	}
 	return s.dispatch(ctx, r, a)
 }
@@ -399,15 +403,15 @@ func (s *Service) handoff(ctx context.Context, r Request, info ServerInfo, a App
 			continue
 		}
 		if len(rep.HandoffKey) == 0 {
-			return nil, fmt.Errorf("that coordinator (%s) registered no hand-off key (an older gridcity?)", info.HeldBy)
+			return nil, fmt.Errorf("the coordinator holding the agent of %s (%s) registered no hand-off key (is it an older gridcity?)", r.Server, info.HeldBy)
 		}
 		b, err := sealApproval(rep.HandoffKey, r.ID, a)
 		if err != nil {
-			return nil, fmt.Errorf("sealing it to that coordinator (%s): %w", info.HeldBy, err)
+			return nil, fmt.Errorf("sealing it to the coordinator holding the agent of %s (%s): %w", r.Server, info.HeldBy, err)
 		}
 		return &store.Handoff{RequestID: r.ID, Replica: rep.ID, Sealed: b, CreatedAt: s.cfg.Now().UTC()}, nil
 	}
-	return nil, fmt.Errorf("that coordinator (%s) is no longer live", info.HeldBy)
+	return nil, fmt.Errorf("the coordinator holding the agent of %s (%s) has stopped; the agent reconnects to another within its backoff", r.Server, info.HeldBy)
 }
 
 // dispatch sends an approved request. Called with s.mu held.

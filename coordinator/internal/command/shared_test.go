@@ -279,6 +279,15 @@ func TestHandoffToADeadReplicaFails(t *testing.T) {
 	if got.Status != StatusFailed || !strings.Contains(got.Detail, "stopped before sending it; nothing ran; ask again") {
 		t.Fatalf("after b died: %+v; want failed", got)
 	}
+	// A new approval while a's view still says b holds the agent is
+	// refused, not spent: the request waits for the agent's next replica.
+	r2 := a.submit(t, "uptime # 2")
+	if _, err := a.svc.Approve(ctx, r2.ID, "alice", Approval{}); !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "has stopped") {
+		t.Fatalf("approval for a dead holder: %v; want ErrUnreachable", err)
+	}
+	if got, _ := a.svc.Get(ctx, r2.ID); got.Status != StatusPending || auditOf(t, a.st, r2.ID) != "requested" {
+		t.Fatalf("after a refused approval: %s, audit %s; want pending, nothing recorded", got.Status, auditOf(t, a.st, r2.ID))
+	}
 	b.svc.Changed(ctx, "") // had b lived on, it would find nothing to send
 	if b.out.count() != 0 {
 		t.Fatal("sent after the request failed")
