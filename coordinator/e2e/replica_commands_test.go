@@ -1,13 +1,54 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/gridcity/gridcity/coordinator/internal/pgtest"
 )
+
+// haFleet is three replicas on one PostgreSQL, and a real agent whose
+// stream replica B holds, which A and C show online.
+type haFleet struct {
+	url     string
+	a, b, c *coordinator
+	agent   string
+	state   string // the agent's state directory
+}
+
+func startHAFleet(t *testing.T, agent string) *haFleet {
+	t.Helper()
+	url := pgtest.Database(t)
+	f := &haFleet{url: url, agent: agent, state: t.TempDir()}
+	f.a, f.b, f.c = startReplica(t, url), startReplica(t, url), startReplica(t, url)
+	startAgent(t, f.b, agent, f.state, f.b.joinLine("--store", url))
+	f.b.waitStatus(f.b.token(), agent, "online", 30*time.Second)
+	f.a.waitStatus(f.a.token(), agent, "online", 15*time.Second) // the shared view: A knows B holds it
+	if n := connected(t, f.b); n != 1 {
+		t.Fatalf("replica B holds %d agent streams; want 1", n)
+	}
+	return f
+}
+
+// client is an MCP client of replica c, closed when the test ends.
+func (f *haFleet) client(t *testing.T, c *coordinator) *mcp.ClientSession {
+	t.Helper()
+	cs, err := c.mcpClient(c.token(), "e2e-claude")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
 
 // approver adds an approver to the store of replica c and logs in to c's app.
 func (c *coordinator) approver(t *testing.T, name string) *approverApp {
@@ -30,21 +71,9 @@ func (c *coordinator) approver(t *testing.T, name string) *approverApp {
 // log and not in the audit.
 func TestCommandAcrossThreeReplicas(t *testing.T) {
 	t.Parallel()
-	url := pgtest.Database(t)
-	a, b, c := startReplica(t, url), startReplica(t, url), startReplica(t, url)
-	startAgent(t, b, "ha-cmd-1", t.TempDir(), b.joinLine("--store", url))
-	tokA := a.token()
-	b.waitStatus(b.token(), "ha-cmd-1", "online", 30*time.Second)
-	a.waitStatus(tokA, "ha-cmd-1", "online", 15*time.Second) // the shared view: A knows B holds it
-	if n := connected(t, b); n != 1 {
-		t.Fatalf("replica B holds %d agent streams; want 1", n)
-	}
-
-	csA, err := a.mcpClient(tokA, "e2e-claude")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer csA.Close()
+	f := startHAFleet(t, "ha-cmd-1")
+	a, b, c, url := f.a, f.b, f.c, f.url
+	csA := f.client(t, a)
 	app := c.approver(t, "carol")
 	const command = "read s; echo got:$s; echo ran-once"
 	got := runAsync(csA, map[string]any{"server": "ha-cmd-1", "command": command, "reason": "e2e across replicas", "timeout_seconds": 30,
@@ -67,11 +96,7 @@ func TestCommandAcrossThreeReplicas(t *testing.T) {
 		t.Fatalf("second approval on C: %d; want 409", code)
 	}
 
-	csC, err := c.mcpClient(c.token(), "e2e-other")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer csC.Close()
+	csC := f.client(t, c)
 	if w := callCommand(t, csC, "wait_for_command", map[string]any{"request_id": card.ID}); w.Status != "completed" || w.Stdout != r.Stdout {
 		t.Fatalf("wait_for_command on C: %+v; want A's result", w)
 	}
@@ -86,5 +111,146 @@ func TestCommandAcrossThreeReplicas(t *testing.T) {
 		if strings.Contains(where, "hunter2-across") {
 			t.Fatal("the secret is in the audit or a replica's log")
 		}
+	}
+}
+
+// killB kills replica B (-9, no goodbye) and waits until the agent's
+// stream is on a survivor.
+func (f *haFleet) killB(t *testing.T) {
+	t.Helper()
+	f.b.p.cmd.Process.Kill()
+	if !f.b.p.exited(10 * time.Second) {
+		t.Fatal("replica B did not die on SIGKILL")
+	}
+	eventually(t, 30*time.Second, "the agent's stream on a survivor", func() error {
+		if n := connected(t, f.a) + connected(t, f.c); n != 1 {
+			return fmt.Errorf("the survivors hold %d agent streams; want 1", n)
+		}
+		return nil
+	})
+}
+
+// waitGone waits until the store no longer counts replica c live (its
+// last heartbeat 15 s old: three of its 5 s beats missed).
+func (f *haFleet) waitGone(t *testing.T, c *coordinator) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, f.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	eventually(t, 30*time.Second, "replica "+c.grpc+" no longer live", func() error {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM replicas WHERE grpc_addr = $1 AND heartbeat_at >= $2`, c.grpc, time.Now().Add(-15*time.Second).UnixMilli()).Scan(&n); err != nil {
+			return err
+		}
+		if n != 0 {
+			return fmt.Errorf("it still beat within 15 s")
+		}
+		return nil
+	})
+}
+
+// endOf follows a run_command result with wait_for_command until the
+// request ends.
+func endOf(t *testing.T, cs *mcp.ClientSession, r commandResult) commandResult {
+	t.Helper()
+	deadline := time.Now().Add(4 * time.Minute)
+	for r.Status == "waiting" {
+		if time.Now().After(deadline) {
+			t.Fatalf("request %s still waiting after 4 minutes", r.RequestID)
+		}
+		r = callCommand(t, cs, "wait_for_command", map[string]any{"request_id": r.RequestID})
+	}
+	return r
+}
+
+// ranTimes counts the runs a command recorded by appending a line to file.
+func ranTimes(t *testing.T, file string) int {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
+}
+
+// TestReplicaKilledDuringPendingApproval: the replica holding the agent's
+// stream is killed while a command waits for a person. The agent moves to
+// a survivor, the request is approved on C (refused with 503 while no live
+// replica holds the agent, nothing recorded), and the command runs once;
+// the client on A gets its result.
+func TestReplicaKilledDuringPendingApproval(t *testing.T) {
+	t.Parallel()
+	f := startHAFleet(t, "ha-cmd-2")
+	waitKnowsReplicas(t, f.state, f.a, f.b, f.c)
+	csA := f.client(t, f.a)
+	app := f.c.approver(t, "dave")
+	marker := filepath.Join(t.TempDir(), "ran")
+	command := "echo ran >> " + marker + "; echo done"
+	got := runAsync(csA, map[string]any{"server": f.agent, "command": command, "reason": "e2e pending across a kill", "timeout_seconds": 30})
+	card := app.card(command)
+	f.killB(t)
+	f.waitGone(t, f.b)
+	eventually(t, 30*time.Second, "approved on C", func() error {
+		code, body := app.post("/api/requests/"+card.ID+"/approve", map[string]string{"note": "after the kill"})
+		switch code {
+		case 200:
+			return nil
+		case 503: // C does not yet see which survivor holds the agent
+			return fmt.Errorf("%d %s", code, body)
+		}
+		t.Fatalf("approve on C: %d %s", code, body)
+		return nil
+	})
+	r := endOf(t, csA, (<-got).must(t))
+	if r.Status != "completed" || r.Stdout != "done\n" || r.Note != "after the kill" {
+		t.Fatalf("result on A: %+v", r)
+	}
+	if n := ranTimes(t, marker); n != 1 {
+		t.Fatalf("the command ran %d times; want once", n)
+	}
+	if steps := f.c.auditSteps(t, card.ID); steps != "requested,approved,dispatched,accepted,started,finished" {
+		t.Fatalf("audit %s", steps)
+	}
+}
+
+// TestReplicaKilledRightAfterApproval: the replica holding the agent's
+// stream is killed as soon as C has recorded an approval. Whatever the
+// moment, the request reaches an end state the client on A is told, and
+// the command ran at most once: completed if it ran, failed if it never
+// reached the agent.
+func TestReplicaKilledRightAfterApproval(t *testing.T) {
+	t.Parallel()
+	f := startHAFleet(t, "ha-cmd-3")
+	waitKnowsReplicas(t, f.state, f.a, f.b, f.c)
+	csA := f.client(t, f.a)
+	app := f.c.approver(t, "erin")
+	marker := filepath.Join(t.TempDir(), "ran")
+	command := "echo ran >> " + marker + "; echo done"
+	got := runAsync(csA, map[string]any{"server": f.agent, "command": command, "reason": "e2e approval then a kill", "timeout_seconds": 30})
+	card := app.card(command)
+	if code, body := app.post("/api/requests/"+card.ID+"/approve", map[string]string{}); code != 200 {
+		t.Fatalf("approve on C: %d %s", code, body)
+	}
+	killed := time.Now()
+	f.killB(t)
+	r := endOf(t, csA, (<-got).must(t))
+	n := ranTimes(t, marker)
+	t.Logf("killed right after the approval: %s, ran %d time(s), end known on A %s after the kill (%s)", r.Status, n, time.Since(killed).Round(time.Millisecond), r.Detail)
+	switch {
+	case r.Status == "completed" && n == 1 && r.Stdout == "done\n":
+	case r.Status == "failed" && n == 0:
+	case r.Status == "unknown" && n <= 1:
+	default:
+		t.Fatalf("end %+v with %d runs; want completed after one run, or failed (or unknown) and never twice", r, n)
+	}
+	steps := f.c.auditSteps(t, card.ID)
+	if strings.Count(steps, "approved") != 1 || strings.Count(steps, "dispatched") > 1 {
+		t.Fatalf("audit %s; want one approval and at most one dispatch", steps)
 	}
 }

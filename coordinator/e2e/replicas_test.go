@@ -44,20 +44,7 @@ func TestAgentFailsOverToAnotherReplica(t *testing.T) {
 	}
 
 	// A tells its agents of B at its next heartbeat (every 5 s).
-	eventually(t, 20*time.Second, "the agent keeps both replicas' addresses", func() error {
-		raw, err := os.ReadFile(filepath.Join(state, "coordinators.json"))
-		if err != nil {
-			return err
-		}
-		var kept struct{ GRPCAddresses []string }
-		if err := json.Unmarshal(raw, &kept); err != nil {
-			return err
-		}
-		if !slices.Contains(kept.GRPCAddresses, a.grpc) || !slices.Contains(kept.GRPCAddresses, b.grpc) {
-			return fmt.Errorf("coordinators.json lists %v; want %s and %s", kept.GRPCAddresses, a.grpc, b.grpc)
-		}
-		return nil
-	})
+	waitKnowsReplicas(t, state, a, b)
 	if fi, err := os.Stat(filepath.Join(state, "coordinators.json")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("coordinators.json: %v, %v; want mode 0600", fi, err)
 	}
@@ -86,6 +73,29 @@ func startReplica(t *testing.T, url string) *coordinator {
 		"--advertise", c.grpc, "--log-level", "debug")
 	c.waitHealthy()
 	return c
+}
+
+// waitKnowsReplicas waits until the agent with that state directory keeps
+// the addresses of every one of the replicas (its holder tells it at its
+// next heartbeat, every 5 s).
+func waitKnowsReplicas(t *testing.T, state string, cs ...*coordinator) {
+	t.Helper()
+	eventually(t, 20*time.Second, "the agent keeps every replica's address", func() error {
+		raw, err := os.ReadFile(filepath.Join(state, "coordinators.json"))
+		if err != nil {
+			return err
+		}
+		var kept struct{ GRPCAddresses []string }
+		if err := json.Unmarshal(raw, &kept); err != nil {
+			return err
+		}
+		for _, c := range cs {
+			if !slices.Contains(kept.GRPCAddresses, c.grpc) {
+				return fmt.Errorf("coordinators.json lists %v; want %s among them", kept.GRPCAddresses, c.grpc)
+			}
+		}
+		return nil
+	})
 }
 
 // connected is how many agent streams the coordinator holds (its /healthz).
