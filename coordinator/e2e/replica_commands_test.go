@@ -179,6 +179,29 @@ func ranTimes(t *testing.T, file string) int {
 	return strings.Count(string(b), "\n")
 }
 
+// ask is a command asked through replica A that appends a line to marker
+// each time it runs, and its card in C's app.
+type ask struct {
+	cs     *mcp.ClientSession
+	app    *approverApp
+	card   pendingCard
+	got    <-chan asyncResult
+	marker string
+}
+
+// askOnA waits until the agent knows every replica (so that it can move
+// when B dies), asks for the command through A and finds its card in C's
+// app, logged in as approver.
+func (f *haFleet) askOnA(t *testing.T, approver string) ask {
+	t.Helper()
+	waitKnowsReplicas(t, f.state, f.a, f.b, f.c)
+	a := ask{cs: f.client(t, f.a), app: f.c.approver(t, approver), marker: filepath.Join(t.TempDir(), "ran")}
+	command := "echo ran >> " + a.marker + "; echo done"
+	a.got = runAsync(a.cs, map[string]any{"server": f.agent, "command": command, "reason": "e2e: " + t.Name(), "timeout_seconds": 30})
+	a.card = a.app.card(command)
+	return a
+}
+
 // TestReplicaKilledDuringPendingApproval: the replica holding the agent's
 // stream is killed while a command waits for a person. The agent moves to
 // a survivor, the request is approved on C (refused with 503 while no live
@@ -187,13 +210,8 @@ func ranTimes(t *testing.T, file string) int {
 func TestReplicaKilledDuringPendingApproval(t *testing.T) {
 	t.Parallel()
 	f := startHAFleet(t, "ha-cmd-2")
-	waitKnowsReplicas(t, f.state, f.a, f.b, f.c)
-	csA := f.client(t, f.a)
-	app := f.c.approver(t, "dave")
-	marker := filepath.Join(t.TempDir(), "ran")
-	command := "echo ran >> " + marker + "; echo done"
-	got := runAsync(csA, map[string]any{"server": f.agent, "command": command, "reason": "e2e pending across a kill", "timeout_seconds": 30})
-	card := app.card(command)
+	ask := f.askOnA(t, "dave")
+	app, card, marker := ask.app, ask.card, ask.marker
 	f.killB(t)
 	f.waitGone(t, f.b)
 	eventually(t, 30*time.Second, "approved on C", func() error {
@@ -207,7 +225,7 @@ func TestReplicaKilledDuringPendingApproval(t *testing.T) {
 		t.Fatalf("approve on C: %d %s", code, body)
 		return nil
 	})
-	r := endOf(t, csA, (<-got).must(t))
+	r := endOf(t, ask.cs, (<-ask.got).must(t))
 	if r.Status != "completed" || r.Stdout != "done\n" || r.Note != "after the kill" {
 		t.Fatalf("result on A: %+v", r)
 	}
@@ -227,19 +245,14 @@ func TestReplicaKilledDuringPendingApproval(t *testing.T) {
 func TestReplicaKilledRightAfterApproval(t *testing.T) {
 	t.Parallel()
 	f := startHAFleet(t, "ha-cmd-3")
-	waitKnowsReplicas(t, f.state, f.a, f.b, f.c)
-	csA := f.client(t, f.a)
-	app := f.c.approver(t, "erin")
-	marker := filepath.Join(t.TempDir(), "ran")
-	command := "echo ran >> " + marker + "; echo done"
-	got := runAsync(csA, map[string]any{"server": f.agent, "command": command, "reason": "e2e approval then a kill", "timeout_seconds": 30})
-	card := app.card(command)
-	if code, body := app.post("/api/requests/"+card.ID+"/approve", map[string]string{}); code != 200 {
+	ask := f.askOnA(t, "erin")
+	card, marker := ask.card, ask.marker
+	if code, body := ask.app.post("/api/requests/"+card.ID+"/approve", map[string]string{}); code != 200 {
 		t.Fatalf("approve on C: %d %s", code, body)
 	}
 	killed := time.Now()
 	f.killB(t)
-	r := endOf(t, csA, (<-got).must(t))
+	r := endOf(t, ask.cs, (<-ask.got).must(t))
 	n := ranTimes(t, marker)
 	t.Logf("killed right after the approval: %s, ran %d time(s), end known on A %s after the kill (%s)", r.Status, n, time.Since(killed).Round(time.Millisecond), r.Detail)
 	switch {
