@@ -28,21 +28,23 @@ func (s *Service) Changed(ctx context.Context, id string) {
 	}
 	if id == "" {
 		s.resync(ctx)
-	} else {
-		s.refresh(ctx, id)
+	} else if s.refresh(ctx, id) != StatusApproved {
+		return // only an approval can be a hand-off
 	}
 	s.takeHandoffs(ctx)
 }
 
-// refresh reads request id and publishes it if it moved on.
-func (s *Service) refresh(ctx context.Context, id string) {
+// refresh reads request id, publishes it if it moved on, and returns its
+// status ("" when it cannot be read).
+func (s *Service) refresh(ctx context.Context, id string) Status {
 	r, err := s.Get(ctx, id)
 	if err != nil {
-		return
+		return ""
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.publishNewer(r)
+	return r.Status
 }
 
 // publishNewer publishes r, read from the store, when this replica has not

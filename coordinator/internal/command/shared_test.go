@@ -49,31 +49,45 @@ func (r *signalRecorder) Send(server string, m *gridcityv1.CoordinatorMessage) e
 // replicas starts replicas a and b on one new PostgreSQL database; b
 // holds web-1's stream, a sees it online there (as fleet.Reload shows
 // it). Both are registered live with their hand-off keys.
-func replicas(t *testing.T, cfg Config) (a, b *replica) {
+func replicas(t testing.TB, cfg Config) (a, b *replica) {
 	t.Helper()
 	url := pgtest.Database(t)
+	return newReplica(t, url, "a", cfg, heldBy("b"), nil), newReplica(t, url, "b", cfg, onHere, nil)
+}
+
+// onHere is web-1 as the replica holding its stream sees it.
+var onHere = ServerInfo{Known: true, Online: true, CommandsEnabled: true, RunAs: "root"}
+
+// heldBy is web-1 as a replica sees it whose stream replica id holds.
+func heldBy(id string) ServerInfo {
+	return ServerInfo{Known: true, CommandsEnabled: true, RunAs: "root", HeldBy: id + ":4600", Replica: id}
+}
+
+// newReplica starts replica id on the store at url, registered live with
+// its hand-off key, seeing web-1 as view; it sends to agents through out,
+// or when out is nil records what it sends.
+func newReplica(t testing.TB, url, id string, cfg Config, view ServerInfo, out Dispatcher) *replica {
+	t.Helper()
 	ctx := context.Background()
-	mk := func(id string, view ServerInfo) *replica {
-		st, err := store.OpenPostgres(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		key, err := NewHandoffKey()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.HeartbeatReplica(ctx, store.Replica{ID: id, GRPC: id + ":4601", HTTP: id + ":4600", HeartbeatAt: time.Now(), HandoffKey: key.Public()}, time.Time{}); err != nil {
-			t.Fatal(err)
-		}
-		out := &signalRecorder{signal: make(chan struct{}, 1)}
-		svc := New(cfg, st, fakeServers{"web-1": view, "off-1": {Known: true, CommandsEnabled: true, RunAs: "root"}}, out, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		svc.Share(Shared{Replica: id, Key: key, LiveFor: 15 * time.Second})
-		return &replica{id: id, svc: svc, out: out, st: st}
+	st, err := store.OpenPostgres(ctx, url)
+	if err != nil {
+		t.Fatal(err)
 	}
-	a = mk("a", ServerInfo{Known: true, CommandsEnabled: true, RunAs: "root", HeldBy: "b:4600", Replica: "b"})
-	b = mk("b", ServerInfo{Known: true, Online: true, CommandsEnabled: true, RunAs: "root"})
-	return a, b
+	t.Cleanup(func() { st.Close() })
+	key, err := NewHandoffKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.HeartbeatReplica(ctx, store.Replica{ID: id, GRPC: id + ":4601", HTTP: id + ":4600", HeartbeatAt: time.Now(), HandoffKey: key.Public()}, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	rec := &signalRecorder{signal: make(chan struct{}, 1)}
+	if out == nil {
+		out = rec
+	}
+	svc := New(cfg, st, fakeServers{"web-1": view, "off-1": {Known: true, CommandsEnabled: true, RunAs: "root"}}, out, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	svc.Share(Shared{Replica: id, Key: key, LiveFor: 15 * time.Second})
+	return &replica{id: id, svc: svc, out: rec, st: st}
 }
 
 func (r *replica) submit(t *testing.T, command string) Request {
