@@ -180,7 +180,8 @@ func ranTimes(t *testing.T, file string) int {
 }
 
 // ask is a command asked through replica A that appends a line to marker
-// each time it runs, and its card in C's app.
+// each time it runs (then the shell commands then, and echo done), and
+// its card in C's app.
 type ask struct {
 	cs     *mcp.ClientSession
 	app    *approverApp
@@ -192,11 +193,11 @@ type ask struct {
 // askOnA waits until the agent knows every replica (so that it can move
 // when B dies), asks for the command through A and finds its card in C's
 // app, logged in as approver.
-func (f *haFleet) askOnA(t *testing.T, approver string) ask {
+func (f *haFleet) askOnA(t *testing.T, approver, then string) ask {
 	t.Helper()
 	waitKnowsReplicas(t, f.state, f.a, f.b, f.c)
 	a := ask{cs: f.client(t, f.a), app: f.c.approver(t, approver), marker: filepath.Join(t.TempDir(), "ran")}
-	command := "echo ran >> " + a.marker + "; echo done"
+	command := "echo ran >> " + a.marker + "; " + then + "echo done"
 	a.got = runAsync(a.cs, map[string]any{"server": f.agent, "command": command, "reason": "e2e: " + t.Name(), "timeout_seconds": 30})
 	a.card = a.app.card(command)
 	return a
@@ -210,7 +211,7 @@ func (f *haFleet) askOnA(t *testing.T, approver string) ask {
 func TestReplicaKilledDuringPendingApproval(t *testing.T) {
 	t.Parallel()
 	f := startHAFleet(t, "ha-cmd-2")
-	ask := f.askOnA(t, "dave")
+	ask := f.askOnA(t, "dave", "")
 	app, card, marker := ask.app, ask.card, ask.marker
 	f.killB(t)
 	f.waitGone(t, f.b)
@@ -245,7 +246,7 @@ func TestReplicaKilledDuringPendingApproval(t *testing.T) {
 func TestReplicaKilledRightAfterApproval(t *testing.T) {
 	t.Parallel()
 	f := startHAFleet(t, "ha-cmd-3")
-	ask := f.askOnA(t, "erin")
+	ask := f.askOnA(t, "erin", "")
 	card, marker := ask.card, ask.marker
 	if code, body := ask.app.post("/api/requests/"+card.ID+"/approve", map[string]string{}); code != 200 {
 		t.Fatalf("approve on C: %d %s", code, body)
@@ -265,5 +266,35 @@ func TestReplicaKilledRightAfterApproval(t *testing.T) {
 	steps := f.c.auditSteps(t, card.ID)
 	if strings.Count(steps, "approved") != 1 || strings.Count(steps, "dispatched") > 1 {
 		t.Fatalf("audit %s; want one approval and at most one dispatch", steps)
+	}
+}
+
+// TestReplicaKilledDuringARunningCommand: the replica holding the agent's
+// stream is killed while the command runs. The agent finishes it, moves to
+// a survivor and reports its end there: the client on A gets the result,
+// and the command ran once.
+func TestReplicaKilledDuringARunningCommand(t *testing.T) {
+	t.Parallel()
+	f := startHAFleet(t, "ha-cmd-4")
+	ask := f.askOnA(t, "frank", "sleep 3; ")
+	if code, body := ask.app.post("/api/requests/"+ask.card.ID+"/approve", map[string]string{"note": "runs across a kill"}); code != 200 {
+		t.Fatalf("approve on C: %d %s", code, body)
+	}
+	eventually(t, 20*time.Second, "the command running", func() error {
+		if ranTimes(t, ask.marker) == 0 {
+			return fmt.Errorf("not started")
+		}
+		return nil
+	})
+	f.killB(t)
+	r := endOf(t, ask.cs, (<-ask.got).must(t))
+	if r.Status != "completed" || r.Stdout != "done\n" || r.Note != "runs across a kill" {
+		t.Fatalf("result on A: %+v", r)
+	}
+	if n := ranTimes(t, ask.marker); n != 1 {
+		t.Fatalf("the command ran %d times; want once", n)
+	}
+	if steps := f.a.auditSteps(t, ask.card.ID); steps != "requested,approved,dispatched,accepted,started,finished" {
+		t.Fatalf("audit %s", steps)
 	}
 }
