@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,15 +52,54 @@ func (f *haFleet) client(t *testing.T, c *coordinator) *mcp.ClientSession {
 	return cs
 }
 
-// approver adds an approver to the store of replica c and logs in to c's app.
-func (c *coordinator) approver(t *testing.T, name string) *approverApp {
+// approver adds an approver to the store of replica c and logs in to the
+// app of c and of each of also, in that order.
+func (c *coordinator) approver(t *testing.T, name string, also ...*coordinator) []*approverApp {
 	t.Helper()
 	out, err := run(t, append([]string{"gridcity", "approver", "add", name, "--json", "--data", c.data}, c.storeArgs()...)...)
 	var cred struct{ Name, Password string }
 	if err != nil || json.Unmarshal([]byte(out), &cred) != nil || cred.Password == "" {
 		t.Fatalf("gridcity approver add %s: %q, %v", name, out, err)
 	}
-	return c.loginAs(t, name, cred.Password)
+	var apps []*approverApp
+	for _, to := range append([]*coordinator{c}, also...) {
+		apps = append(apps, to.loginAs(t, name, cred.Password))
+	}
+	return apps
+}
+
+// events follows the app's live stream (server-sent events) and sends
+// each event's name with its data, until the test ends.
+func (a *approverApp) events() <-chan [2]string {
+	a.t.Helper()
+	req, _ := http.NewRequest("GET", a.base+"/api/events", nil)
+	req.Header.Set("X-Gridcity-Session", a.token)
+	hc := *a.hc
+	hc.Timeout = 0 // a stream
+	resp, err := hc.Do(req)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		a.t.Fatalf("%s/api/events: %d", a.base, resp.StatusCode)
+	}
+	a.t.Cleanup(func() { resp.Body.Close() })
+	ch := make(chan [2]string, 64)
+	go func() {
+		defer close(ch)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		name := ""
+		for sc.Scan() {
+			line := sc.Text()
+			if v, ok := strings.CutPrefix(line, "event: "); ok {
+				name = v
+			} else if v, ok := strings.CutPrefix(line, "data: "); ok {
+				ch <- [2]string{name, v}
+			}
+		}
+	}()
+	return ch
 }
 
 // TestCommandAcrossThreeReplicas: three `gridcity serve` replicas on one
@@ -74,7 +115,8 @@ func TestCommandAcrossThreeReplicas(t *testing.T) {
 	f := startHAFleet(t, "ha-cmd-1")
 	a, b, c, url := f.a, f.b, f.c, f.url
 	csA := f.client(t, a)
-	app := c.approver(t, "carol")
+	apps := c.approver(t, "carol", a)
+	app, liveOnA := apps[0], apps[1].events()
 	const command = "read s; echo got:$s; echo ran-once"
 	got := runAsync(csA, map[string]any{"server": "ha-cmd-1", "command": command, "reason": "e2e across replicas", "timeout_seconds": 30,
 		"input": map[string]any{"prompt": "the token", "secret": true}})
@@ -96,6 +138,23 @@ func TestCommandAcrossThreeReplicas(t *testing.T) {
 		t.Fatalf("second approval on C: %d; want 409", code)
 	}
 
+	// The app's live list on A, which neither approved nor holds the
+	// agent, hears of the end.
+	eventually(t, 10*time.Second, "the end in A's live list", func() error {
+		for {
+			select {
+			case ev, ok := <-liveOnA:
+				if !ok {
+					return fmt.Errorf("A's event stream ended")
+				}
+				if ev[0] == "finished" && strings.Contains(ev[1], card.ID) && strings.Contains(ev[1], `"completed"`) {
+					return nil
+				}
+			default:
+				return fmt.Errorf("not yet")
+			}
+		}
+	})
 	csC := f.client(t, c)
 	if w := callCommand(t, csC, "wait_for_command", map[string]any{"request_id": card.ID}); w.Status != "completed" || w.Stdout != r.Stdout {
 		t.Fatalf("wait_for_command on C: %+v; want A's result", w)
@@ -196,7 +255,7 @@ type ask struct {
 func (f *haFleet) askOnA(t *testing.T, approver, then string) ask {
 	t.Helper()
 	waitKnowsReplicas(t, f.state, f.a, f.b, f.c)
-	a := ask{cs: f.client(t, f.a), app: f.c.approver(t, approver), marker: filepath.Join(t.TempDir(), "ran")}
+	a := ask{cs: f.client(t, f.a), app: f.c.approver(t, approver)[0], marker: filepath.Join(t.TempDir(), "ran")}
 	command := "echo ran >> " + a.marker + "; " + then + "echo done"
 	a.got = runAsync(a.cs, map[string]any{"server": f.agent, "command": command, "reason": "e2e: " + t.Name(), "timeout_seconds": 30})
 	a.card = a.app.card(command)
