@@ -109,7 +109,7 @@ type seenState struct {
 // approval for one is sealed to that replica and handed to it through the
 // store; and changes made by other replicas reach this one's waiters and
 // subscribers through Changed (the store's notifications) and a re-read
-// every Config.Reread. Call it before Run.
+// every Config.Reread. Call it once, before the service is used.
 func (s *Service) Share(sh Shared) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -348,12 +348,12 @@ func (s *Service) Approve(ctx context.Context, id, approver string, a Approval) 
 	now := s.cfg.Now().UTC()
 	r.Status, r.DecidedAt, r.DecidedBy, r.Note = StatusApproved, now, approver, bound(a.Note, maxReason)
 	r.InputGiven, r.SudoPasswordGiven = len(a.Input) > 0, len(a.SudoPassword) > 0
-	// A server whose stream another replica holds: the input and sudo
-	// password are sealed to that replica, and the hand-off is saved
-	// with the approval, in one commit; the holder dispatches it.
-	// With replicas, a server no live replica holds may be moving to
-	// another after its replica stopped: the approval is refused, not
-	// spent, and can be given again once the agent is back.
+	// With replicas, for a server whose stream another replica holds, the
+	// input and sudo password are sealed to that replica and the hand-off
+	// is saved with the approval, in one commit; the holder dispatches
+	// it. A server no live replica holds may be moving to another after
+	// its replica stopped: the approval is refused, not spent, and can be
+	// given again once the agent is back.
 	var h *store.Handoff
 	if info := s.servers.ServerInfo(r.Server); s.shared != nil && !info.Online {
 		if !s.remote(info) {
