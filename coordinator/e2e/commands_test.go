@@ -34,9 +34,15 @@ func (c *coordinator) login(t *testing.T) *approverApp {
 	if err != nil {
 		t.Fatalf("first start wrote no admin password: %v", err)
 	}
+	return c.loginAs(t, "admin", strings.TrimSpace(string(pw)))
+}
+
+// loginAs logs in to the coordinator's app as an approver.
+func (c *coordinator) loginAs(t *testing.T, name, password string) *approverApp {
+	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	a := &approverApp{t: t, base: "http://" + c.http, hc: &http.Client{Jar: jar, Timeout: 30 * time.Second}}
-	code, body := a.post("/api/login", map[string]string{"username": "admin", "password": strings.TrimSpace(string(pw))})
+	code, body := a.post("/api/login", map[string]string{"username": name, "password": password})
 	if code != 200 {
 		t.Fatalf("login: %d %s", code, body)
 	}
@@ -406,7 +412,7 @@ func (c *coordinator) killRestartAndWait(t *testing.T, cs *mcp.ClientSession, to
 // "shown" (an approver's page may show a card more than once).
 func (c *coordinator) auditSteps(t *testing.T, id string) string {
 	t.Helper()
-	audit, err := run(t, "gridcity", "audit", "--json", "--data", c.data, "--request", id)
+	audit, err := run(t, append([]string{"gridcity", "audit", "--json", "--data", c.data, "--request", id}, c.storeArgs()...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

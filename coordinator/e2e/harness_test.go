@@ -146,6 +146,16 @@ type coordinator struct {
 	data       string
 	http, grpc string
 	p          *proc
+	// storeURL is the PostgreSQL store of a replica ("": SQLite in data).
+	storeURL string
+}
+
+// storeArgs are the flags that name the coordinator's store to the CLI.
+func (c *coordinator) storeArgs() []string {
+	if c.storeURL == "" {
+		return nil
+	}
+	return []string{"--store", c.storeURL}
 }
 
 func startCoordinator(t *testing.T) *coordinator {
@@ -211,7 +221,7 @@ func (c *coordinator) joinLine(extra ...string) string {
 
 func (c *coordinator) token() string {
 	c.t.Helper()
-	out, err := run(c.t, "gridcity", "mcp", "--data", c.data, "--json")
+	out, err := run(c.t, append([]string{"gridcity", "mcp", "--data", c.data, "--json"}, c.storeArgs()...)...)
 	if err != nil {
 		c.t.Fatalf("gridcity mcp: %v", err)
 	}

@@ -24,23 +24,9 @@ import (
 func TestAgentFailsOverToAnotherReplica(t *testing.T) {
 	t.Parallel()
 	url := pgtest.Database(t)
-	replica := func() *coordinator {
-		c := &coordinator{t: t, data: t.TempDir(), http: freePort(t), grpc: freePort(t)}
-		c.p = start(t, "coordinator "+c.grpc, "gridcity", "serve", "--data", c.data, "--store", url, "--http", c.http, "--grpc", c.grpc,
-			"--advertise", c.grpc, "--log-level", "debug")
-		c.waitHealthy()
-		return c
-	}
-	a := replica()
-	b := replica()
-	tokenOf := func(c *coordinator) string {
-		out, err := run(t, "gridcity", "mcp", "--json", "--data", c.data, "--store", url)
-		var m struct{ Token string }
-		if err != nil || json.Unmarshal([]byte(out), &m) != nil || m.Token == "" {
-			t.Fatalf("gridcity mcp --json for %s: %q, %v", c.grpc, out, err)
-		}
-		return m.Token
-	}
+	a := startReplica(t, url)
+	b := startReplica(t, url)
+	tokenOf := (*coordinator).token
 	state := t.TempDir()
 	startAgent(t, a, "ha-web-1", state, a.joinLine("--store", url))
 	onA := a.waitStatus(tokenOf(a), "ha-web-1", "online", 30*time.Second)
@@ -58,20 +44,7 @@ func TestAgentFailsOverToAnotherReplica(t *testing.T) {
 	}
 
 	// A tells its agents of B at its next heartbeat (every 5 s).
-	eventually(t, 20*time.Second, "the agent keeps both replicas' addresses", func() error {
-		raw, err := os.ReadFile(filepath.Join(state, "coordinators.json"))
-		if err != nil {
-			return err
-		}
-		var kept struct{ GRPCAddresses []string }
-		if err := json.Unmarshal(raw, &kept); err != nil {
-			return err
-		}
-		if !slices.Contains(kept.GRPCAddresses, a.grpc) || !slices.Contains(kept.GRPCAddresses, b.grpc) {
-			return fmt.Errorf("coordinators.json lists %v; want %s and %s", kept.GRPCAddresses, a.grpc, b.grpc)
-		}
-		return nil
-	})
+	waitKnowsReplicas(t, state, a, b)
 	if fi, err := os.Stat(filepath.Join(state, "coordinators.json")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("coordinators.json: %v, %v; want mode 0600", fi, err)
 	}
@@ -89,6 +62,40 @@ func TestAgentFailsOverToAnotherReplica(t *testing.T) {
 	})
 	t.Logf("failover: the agent's stream was on replica B %s after replica A was killed", time.Since(killed).Round(time.Millisecond))
 	b.waitStatus(tokenOf(b), "ha-web-1", "online", 5*time.Second)
+}
+
+// startReplica starts a `gridcity serve` on the PostgreSQL store at url,
+// with its own addresses and --data.
+func startReplica(t *testing.T, url string) *coordinator {
+	t.Helper()
+	c := &coordinator{t: t, data: t.TempDir(), http: freePort(t), grpc: freePort(t), storeURL: url}
+	c.p = start(t, "coordinator "+c.grpc, "gridcity", "serve", "--data", c.data, "--store", url, "--http", c.http, "--grpc", c.grpc,
+		"--advertise", c.grpc, "--log-level", "debug")
+	c.waitHealthy()
+	return c
+}
+
+// waitKnowsReplicas waits until the agent with that state directory keeps
+// the addresses of every one of the replicas (its holder tells it at its
+// next heartbeat, every 5 s).
+func waitKnowsReplicas(t *testing.T, state string, cs ...*coordinator) {
+	t.Helper()
+	eventually(t, 20*time.Second, "the agent keeps every replica's address", func() error {
+		raw, err := os.ReadFile(filepath.Join(state, "coordinators.json"))
+		if err != nil {
+			return err
+		}
+		var kept struct{ GRPCAddresses []string }
+		if err := json.Unmarshal(raw, &kept); err != nil {
+			return err
+		}
+		for _, c := range cs {
+			if !slices.Contains(kept.GRPCAddresses, c.grpc) {
+				return fmt.Errorf("coordinators.json lists %v; want %s among them", kept.GRPCAddresses, c.grpc)
+			}
+		}
+		return nil
+	})
 }
 
 // connected is how many agent streams the coordinator holds (its /healthz).

@@ -175,13 +175,22 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	// Registered before serving, so that a store that cannot record this
 	// replica stops the start; agents hear of every live replica.
-	heart := replicas.New(st, replicas.Config{GRPC: adv, HTTP: info.HTTP}, api.SetReplicas, logger)
+	// Replicas sharing a PostgreSQL store hand approved commands to the
+	// one holding the agent, sealed to the key it registers here.
+	pg, shared := st.(*store.Postgres)
+	var handoff *command.HandoffKey
+	if shared {
+		if handoff, err = command.NewHandoffKey(); err != nil {
+			return err
+		}
+	}
+	heart := replicas.New(st, replicas.Config{GRPC: adv, HTTP: info.HTTP, HandoffKey: handoff.Public()}, api.SetReplicas, logger)
 	if err := heart.Beat(ctx); err != nil {
 		return err
 	}
 	// Replicas sharing a PostgreSQL store show each other's agents; one
 	// coordinator on its SQLite file has no one to share with.
-	if _, shared := st.(*store.Postgres); shared {
+	if shared {
 		fl.Share(heart.ID(), heart.LiveFor())
 	}
 
@@ -192,6 +201,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	appURL := scheme + "://" + info.HTTP + "/"
 	cmds := command.New(command.Config{}, st, fl, api, logger)
 	api.SetCommands(cmds)
+	if shared {
+		cmds.Share(command.Shared{Replica: heart.ID(), Key: handoff, LiveFor: heart.LiveFor()})
+	}
 
 	mux := http.NewServeMux()
 	prober := resources.New(cfg, logger)
@@ -245,6 +257,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	errs := make(chan error, 2)
 	wg.Go(func() { fl.Run(ctx, 2*time.Second) })
 	wg.Go(func() { cmds.Run(ctx) })
+	if shared { // changes other replicas make, as they commit
+		wg.Go(func() { pg.Listen(ctx, store.RequestsChannel, logger, func(id string) { cmds.Changed(ctx, id) }) })
+	}
 	wg.Go(func() { prober.Run(ctx) })
 	wg.Go(func() { tracker.Run(ctx, 5*time.Second) })
 	wg.Go(func() { heart.Run(ctx) })

@@ -46,40 +46,18 @@ type failingChange struct {
 	status string
 }
 
-func (f *failingChange) SaveRequestAudited(ctx context.Context, r store.RequestRecord, steps ...store.AuditEntry) error {
+func (f *failingChange) SwapRequestAudited(ctx context.Context, expect string, r store.RequestRecord, h *store.Handoff, steps ...store.AuditEntry) error {
 	if r.Status == f.status {
 		return errors.New("save request: database or disk is full (13)")
 	}
-	return f.Store.SaveRequestAudited(ctx, r, steps...)
+	return f.Store.SwapRequestAudited(ctx, expect, r, h, steps...)
 }
 
 // Forty parallel calls with one token: exactly the limit is accepted, the
 // rest refused with a message that says why and what to do.
 func TestPendingCapHoldsUnderParallelCalls(t *testing.T) {
 	e := newEnv(t, "")
-	const calls = 2 * MaxPendingPerToken
-	errs := make([]error, calls)
-	var wg sync.WaitGroup
-	for i := range calls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, errs[i] = e.svc.Submit(context.Background(), Submission{Server: "web-1", Command: fmt.Sprintf("uptime # %d", i), Reason: "look", TimeoutSeconds: 5, Token: "laptop", Client: "claude-code"})
-		}()
-	}
-	wg.Wait()
-	accepted := 0
-	for _, err := range errs {
-		switch {
-		case err == nil:
-			accepted++
-		case !strings.Contains(err.Error(), "already waiting for a person (at most 20): wait for them with wait_for_command"):
-			t.Errorf("refusal %q does not say why and what to do", err)
-		}
-	}
-	if accepted != MaxPendingPerToken {
-		t.Fatalf("%d of %d accepted; want exactly %d", accepted, calls, MaxPendingPerToken)
-	}
+	submitAtOnce(t, e.svc, e.svc)
 	if rs, _ := e.svc.Pending(context.Background()); len(rs) != MaxPendingPerToken {
 		t.Fatalf("%d cards; want %d", len(rs), MaxPendingPerToken)
 	}
@@ -234,5 +212,35 @@ func TestJournalStepsCommitWithTheEnd(t *testing.T) {
 	}
 	if got := e.steps(t, r.ID); got != "requested,approved,dispatched,accepted,started,finished" {
 		t.Fatalf("steps %s", got)
+	}
+}
+
+// submitAtOnce makes twice MaxPendingPerToken parallel calls with one
+// token, spread over the services (replicas of one store), and checks that
+// exactly the limit is accepted and the rest refused with a message that
+// says why and what to do.
+func submitAtOnce(t *testing.T, svcs ...*Service) {
+	t.Helper()
+	const calls = 2 * MaxPendingPerToken
+	errs := make([]error, calls)
+	var wg sync.WaitGroup
+	for i := range calls {
+		svc := svcs[i%len(svcs)]
+		wg.Go(func() {
+			_, errs[i] = svc.Submit(context.Background(), Submission{Server: "web-1", Command: fmt.Sprintf("uptime # %d", i), Reason: "look", TimeoutSeconds: 5, Token: "laptop", Client: "claude-code"})
+		})
+	}
+	wg.Wait()
+	accepted := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			accepted++
+		case !strings.Contains(err.Error(), "already waiting for a person (at most 20): wait for them with wait_for_command"):
+			t.Errorf("refusal %q does not say why and what to do", err)
+		}
+	}
+	if accepted != MaxPendingPerToken {
+		t.Fatalf("%d of %d accepted; want exactly %d", accepted, calls, MaxPendingPerToken)
 	}
 }

@@ -109,23 +109,24 @@ func (s *Service) apply(ctx context.Context, r Request, ev *gridcityv1.CommandEv
 	switch ev.GetKind() {
 	case gridcityv1.CommandEvent_KIND_ACCEPTED:
 		if len(missed) > 0 {
-			return s.commit(ctx, r, missed...)
+			return s.commit(ctx, r.Status, r, missed...)
 		}
 		return s.audit(ctx, r.ID, step{name: "accepted", actor: actor})
 	case gridcityv1.CommandEvent_KIND_STARTED:
 		if r.Status == StatusRunning { // reported again after a reconnect
 			if len(missed) > 0 {
-				return s.commit(ctx, r, missed...)
+				return s.commit(ctx, r.Status, r, missed...)
 			}
 			return nil
 		}
 		// The coordinator's clock, not the agent's, times the sweep.
+		from := r.Status
 		r.Status, r.StartedAt = StatusRunning, s.cfg.Now().UTC()
 		steps := missed
 		if !slices.ContainsFunc(steps, func(st step) bool { return st.name == "started" }) {
 			steps = append(steps, step{name: "started", actor: actor})
 		}
-		if err := s.commit(ctx, r, steps...); err != nil {
+		if err := s.commit(ctx, from, r, steps...); err != nil {
 			return err
 		}
 		s.publish(EventUpdated, r)
@@ -158,6 +159,7 @@ func (s *Service) apply(ctx context.Context, r Request, ev *gridcityv1.CommandEv
 }
 
 func (s *Service) finish(ctx context.Context, r Request, ev *gridcityv1.CommandEvent, out *outputs, missed []step) error {
+	from := r.Status
 	code := int(ev.GetExitCode())
 	r.ExitCode = &code
 	r.FinishedAt = s.cfg.Now().UTC()
@@ -179,7 +181,7 @@ func (s *Service) finish(ctx context.Context, r Request, ev *gridcityv1.CommandE
 		"status": r.Status, "exitCode": code, "durationMs": r.DurationMs, "detail": r.Detail,
 		"stdout": out.stdout.kept(ev.GetStdoutTotal()), "stderr": out.stderr.kept(ev.GetStderrTotal()),
 	}}
-	if err := s.commit(ctx, r, append(missed, finished)...); err != nil {
+	if err := s.commit(ctx, from, r, append(missed, finished)...); err != nil {
 		return err // not acknowledged: the agent reports it again from its journal
 	}
 	delete(s.outputs, r.ID)

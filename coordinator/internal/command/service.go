@@ -26,8 +26,8 @@ type ServerInfo struct {
 	CommandsEnabled bool
 	RunAs           string
 	// HeldBy is, when another coordinator holds the server's stream, that
-	// coordinator's HTTP address (or its replica id).
-	HeldBy string
+	// coordinator's HTTP address (or its replica id); Replica is its id.
+	HeldBy, Replica string
 }
 
 // Servers answers questions about servers (the fleet model).
@@ -50,20 +50,30 @@ type Config struct {
 	Lost time.Duration
 	// ProgressEvery is how often a waiting call reports progress.
 	ProgressEvery time.Duration
+	// Reread is, on a store shared by replicas, how often the service
+	// re-reads the requests it follows (waits, the app's events, hand-offs
+	// to it) in case a notification was lost (default 2 s).
+	Reread time.Duration
 }
 
 // Store is the part of the coordinator's store that keeps requests and
 // their audit.
 type Store interface {
-	// SaveRequestAudited writes a request and the audit rows of its change
-	// in one transaction.
-	SaveRequestAudited(ctx context.Context, r store.RequestRecord, steps ...store.AuditEntry) error
+	// SwapRequestAudited writes a change of a request and the audit rows
+	// that record it in one transaction, if the stored status is still
+	// expect; else store.ErrConflict.
+	SwapRequestAudited(ctx context.Context, expect string, r store.RequestRecord, h *store.Handoff, steps ...store.AuditEntry) error
+	// CreateRequestLimited records a new request unless its token has
+	// limit pending since since (store.ErrTooMany), and returns the count.
+	CreateRequestLimited(ctx context.Context, r store.RequestRecord, limit int, since time.Time, steps ...store.AuditEntry) (int, error)
+	// Handoffs lists the hand-offs sealed to a replica ("": all).
+	Handoffs(ctx context.Context, replica string) ([]store.Handoff, error)
+	// Replicas lists the replicas beating since since, with their keys.
+	Replicas(ctx context.Context, since time.Time) ([]store.Replica, error)
 	Request(ctx context.Context, id string) (store.RequestRecord, error)
 	// Requests lists requests with one of the statuses (all when none are
 	// given), newest first, at most limit.
 	Requests(ctx context.Context, limit int, statuses ...string) ([]store.RequestRecord, error)
-	// CountRequests counts one token's requests in one status created after since.
-	CountRequests(ctx context.Context, token, status string, since time.Time) (int, error)
 	// AppendAudit writes one audit row for a step that changes nothing else.
 	AppendAudit(ctx context.Context, e store.AuditEntry) error
 	Audit(ctx context.Context, requestID string, limit int) ([]store.AuditEntry, error)
@@ -81,6 +91,29 @@ type Service struct {
 	subs    map[chan Event]struct{}
 	waiters map[string][]chan Request
 	outputs map[string]*outputs // output of running commands, by request id
+
+	// On a store shared by replicas (see Share): this replica, and the
+	// status each request was last published in here, so that a change
+	// read back from the store is published once, and never a stale one.
+	shared *Shared
+	seen   map[string]seenState
+}
+
+type seenState struct {
+	status Status
+	at     time.Time
+}
+
+// Share makes the service one of several replicas on one store: requests
+// may be asked for servers whose stream another replica holds; an
+// approval for one is sealed to that replica and handed to it through the
+// store; and changes made by other replicas reach this one's waiters and
+// subscribers through Changed (the store's notifications) and a re-read
+// every Config.Reread. Call it once, before the service is used.
+func (s *Service) Share(sh Shared) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shared, s.seen = &sh, map[string]seenState{}
 }
 
 // New returns a service.
@@ -96,6 +129,9 @@ func New(cfg Config, st Store, servers Servers, out Dispatcher, logger *slog.Log
 	}
 	if cfg.ProgressEvery == 0 {
 		cfg.ProgressEvery = 5 * time.Second
+	}
+	if cfg.Reread == 0 {
+		cfg.Reread = 2 * time.Second
 	}
 	return &Service{cfg: cfg, store: st, servers: servers, out: out, logger: logger,
 		subs: map[chan Event]struct{}{}, waiters: map[string][]chan Request{}, outputs: map[string]*outputs{}}
@@ -137,18 +173,20 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (Request, error) {
 		Sudo:   info.RunAs != "root" && sudoWord.MatchString(sub.Command),
 		Status: StatusPending, CreatedAt: now, ExpiresAt: now.Add(s.cfg.Expiry),
 	}
-	// Counted under the lock the insert holds: parallel calls cannot all
-	// pass the count before any of them is stored.
+	rec, entries, err := s.record(r, step{name: "requested", actor: "token:" + r.Token + " (" + r.Client + ")", detail: map[string]any{
+		"server": r.Server, "command": r.Command, "reason": r.Reason, "timeoutSeconds": r.TimeoutSeconds,
+		"risky": r.Risky, "input": r.Input, "runAs": r.RunAs, "runbook": r.Runbook}})
+	if err != nil {
+		return Request{}, err
+	}
+	// Counted and inserted in one transaction under a lock every replica
+	// takes: parallel calls cannot all pass the count before any of them
+	// is stored.
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if n, err := s.store.CountRequests(ctx, r.Token, string(StatusPending), now.Add(-s.cfg.Expiry)); err != nil {
-		return Request{}, err
-	} else if n >= MaxPendingPerToken {
+	if n, err := s.store.CreateRequestLimited(ctx, rec, MaxPendingPerToken, now.Add(-s.cfg.Expiry), entries...); errors.Is(err, store.ErrTooMany) {
 		return Request{}, fmt.Errorf("%d requests of this token are already waiting for a person (at most %d): wait for them with wait_for_command, or have them decided in the app, before asking for more", n, MaxPendingPerToken)
-	}
-	if err := s.commit(ctx, r, step{name: "requested", actor: "token:" + r.Token + " (" + r.Client + ")", detail: map[string]any{
-		"server": r.Server, "command": r.Command, "reason": r.Reason, "timeoutSeconds": r.TimeoutSeconds,
-		"risky": r.Risky, "input": r.Input, "runAs": r.RunAs, "runbook": r.Runbook}}); err != nil {
+	} else if err != nil {
 		return Request{}, err
 	}
 	s.publish(EventCreated, r)
@@ -162,9 +200,9 @@ func (s *Service) validate(sub Submission) error {
 		return fmt.Errorf("server is empty: name a server from list_servers")
 	case !info.Known:
 		return fmt.Errorf("unknown server %q; known servers: %s", sub.Server, strings.Join(s.servers.Names(), ", "))
-	case !info.Online && info.HeldBy != "":
-		return fmt.Errorf("server %q is connected to another coordinator (%s), and commands do not yet cross coordinators: ask through that coordinator's /mcp", sub.Server, info.HeldBy)
-	case !info.Online:
+	case !info.Online && !s.remote(info) && info.HeldBy != "":
+		return fmt.Errorf("server %q is connected to another coordinator (%s), which this one cannot hand commands to: ask through that coordinator's /mcp", sub.Server, info.HeldBy)
+	case !info.Online && !s.remote(info):
 		return fmt.Errorf("server %q is offline: its agent is not connected, so nothing can run there now; check list_servers", sub.Server)
 	case !info.CommandsEnabled:
 		return fmt.Errorf("server %q does not run commands: its agent is configured with commands: false", sub.Server)
@@ -196,6 +234,12 @@ func (s *Service) validate(sub Submission) error {
 		}
 	}
 	return nil
+}
+
+// remote reports whether a server's stream is held by another replica that
+// this one can hand an approved command to.
+func (s *Service) remote(info ServerInfo) bool {
+	return s.shared != nil && !info.Online && info.Replica != ""
 }
 
 // MaxPendingPerToken bounds the cards one token can have open, so that no
@@ -281,8 +325,8 @@ func (s *Service) Deny(ctx context.Context, id, approver, note string) (Request,
 		return r, err
 	}
 	r.Status, r.DecidedAt, r.DecidedBy, r.Note = StatusDenied, s.cfg.Now().UTC(), approver, bound(note, maxReason)
-	if err := s.commit(ctx, r, step{name: "denied", actor: "approver:" + approver, detail: map[string]any{"note": r.Note}}); err != nil {
-		return Request{}, err
+	if err := s.commit(ctx, StatusPending, r, step{name: "denied", actor: "approver:" + approver, detail: map[string]any{"note": r.Note}}); err != nil {
+		return s.decided(ctx, id, err)
 	}
 	s.publish(EventFinished, r)
 	return r, nil
@@ -304,11 +348,70 @@ func (s *Service) Approve(ctx context.Context, id, approver string, a Approval) 
 	now := s.cfg.Now().UTC()
 	r.Status, r.DecidedAt, r.DecidedBy, r.Note = StatusApproved, now, approver, bound(a.Note, maxReason)
 	r.InputGiven, r.SudoPasswordGiven = len(a.Input) > 0, len(a.SudoPassword) > 0
-	if err := s.commit(ctx, r, step{name: "approved", actor: "approver:" + approver, detail: map[string]any{"note": r.Note, "input": len(a.Input) > 0, "sudoPassword": len(a.SudoPassword) > 0}}); err != nil {
+	// With replicas, for a server whose stream another replica holds, the
+	// input and sudo password are sealed to that replica and the hand-off
+	// is saved with the approval, in one commit; the holder dispatches
+	// it. A server no live replica holds may be moving to another after
+	// its replica stopped: the approval is refused, not spent, and can be
+	// given again once the agent is back.
+	var h *store.Handoff
+	if info := s.servers.ServerInfo(r.Server); s.shared != nil && !info.Online {
+		if !s.remote(info) {
+			return r, fmt.Errorf("%w: no coordinator holds the agent of %s now (it may be reconnecting to another after one stopped)", ErrUnreachable, r.Server)
+		}
+		if h, err = s.handoff(ctx, r, info, a); err != nil {
+			return r, fmt.Errorf("%w: %w", ErrUnreachable, err)
+		}
+	}
+	body, entries, err := s.record(r, step{name: "approved", actor: "approver:" + approver, detail: map[string]any{"note": r.Note, "input": len(a.Input) > 0, "sudoPassword": len(a.SudoPassword) > 0}})
+	if err != nil {
 		return Request{}, err
 	}
+	if err := s.store.SwapRequestAudited(ctx, string(StatusPending), body, h, entries...); err != nil {
+		return s.decided(ctx, id, err)
+	}
 	s.publish(EventDecided, r)
+	if h != nil {
+		return r, nil // the holder dispatches it
+	}
 	return s.dispatch(ctx, r, a)
+}
+
+// decided answers a decision whose change could not be written: when
+// another replica (or a sweep) changed the request first, with the
+// request as it is now and ErrDecided.
+func (s *Service) decided(ctx context.Context, id string, err error) (Request, error) {
+	if !errors.Is(err, store.ErrConflict) {
+		return Request{}, err
+	}
+	cur, gerr := s.Get(ctx, id)
+	if gerr != nil {
+		return Request{}, gerr
+	}
+	s.publishNewer(cur)
+	return cur, fmt.Errorf("%w: it is %s", ErrDecided, cur.Status)
+}
+
+// handoff seals a's secrets to the live replica that holds r's server.
+func (s *Service) handoff(ctx context.Context, r Request, info ServerInfo, a Approval) (*store.Handoff, error) {
+	live, err := s.store.Replicas(ctx, s.cfg.Now().Add(-s.shared.LiveFor))
+	if err != nil {
+		return nil, err
+	}
+	for _, rep := range live {
+		if rep.ID != info.Replica {
+			continue
+		}
+		if len(rep.HandoffKey) == 0 {
+			return nil, fmt.Errorf("the coordinator holding the agent of %s (%s) registered no hand-off key (is it an older gridcity?)", r.Server, info.HeldBy)
+		}
+		b, err := sealApproval(rep.HandoffKey, r.ID, a)
+		if err != nil {
+			return nil, fmt.Errorf("sealing it to the coordinator holding the agent of %s (%s): %w", r.Server, info.HeldBy, err)
+		}
+		return &store.Handoff{RequestID: r.ID, Replica: rep.ID, Sealed: b, CreatedAt: s.cfg.Now().UTC()}, nil
+	}
+	return nil, fmt.Errorf("the coordinator holding the agent of %s (%s) has stopped; the agent reconnects to another within its backoff", r.Server, info.HeldBy)
 }
 
 // dispatch sends an approved request. Called with s.mu held.
@@ -324,7 +427,12 @@ func (s *Service) dispatch(ctx context.Context, r Request, a Approval) (Request,
 	// the agent's journal (which lacks it) settles it as never received,
 	// rather than a record saying it never ran when it did.
 	r.Status, r.DispatchedAt = StatusDispatched, s.cfg.Now().UTC()
-	if err := s.commit(ctx, r, step{name: "dispatched", actor: "coordinator", detail: map[string]any{"server": r.Server}}); err != nil {
+	if err := s.commit(ctx, StatusApproved, r, step{name: "dispatched", actor: "coordinator", detail: map[string]any{"server": r.Server}}); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			// Another replica ended it (or sent it) first: not sent here.
+			cur, _ := s.decided(ctx, r.ID, err)
+			return cur, nil
+		}
 		// No audit row, no dispatch: the command does not run.
 		r.Status, r.DispatchedAt = StatusApproved, time.Time{}
 		r = s.fail(ctx, r, "not dispatched: the audit log could not be written ("+err.Error()+")")
@@ -344,8 +452,12 @@ func (s *Service) dispatch(ctx context.Context, r Request, a Approval) (Request,
 
 // fail ends a request as failed with detail, auditing it. Called with s.mu held.
 func (s *Service) fail(ctx context.Context, r Request, detail string, missed ...step) Request {
+	from := r.Status
 	r.Status, r.Detail, r.FinishedAt = StatusFailed, detail, s.cfg.Now().UTC()
-	if err := s.commit(ctx, r, append(missed, step{name: "failed", actor: "coordinator", detail: map[string]any{"detail": detail}})...); err != nil {
+	if err := s.commit(ctx, from, r, append(missed, step{name: "failed", actor: "coordinator", detail: map[string]any{"detail": detail}})...); errors.Is(err, store.ErrConflict) {
+		cur, _ := s.decided(ctx, r.ID, err) // another replica moved it on first
+		return cur
+	} else if err != nil {
 		s.logger.Error("record a failed request", "request", r.ID, "detail", detail, "err", err)
 	}
 	s.publish(EventFinished, r)
@@ -374,7 +486,13 @@ func (s *Service) pending(ctx context.Context, id string) (Request, error) {
 func (s *Service) expire(ctx context.Context, r Request) (Request, error) {
 	r.Status, r.DecidedAt = StatusDenied, s.cfg.Now().UTC()
 	r.Note = fmt.Sprintf("nobody approved it within %s, so it was denied", s.cfg.Expiry)
-	if err := s.commit(ctx, r, step{name: "expired", actor: "coordinator", detail: map[string]any{"note": r.Note}}); err != nil {
+	if err := s.commit(ctx, StatusPending, r, step{name: "expired", actor: "coordinator", detail: map[string]any{"note": r.Note}}); errors.Is(err, store.ErrConflict) {
+		cur, gerr := s.Get(ctx, r.ID) // decided elsewhere meanwhile
+		if gerr == nil {
+			s.publishNewer(cur)
+		}
+		return cur, gerr
+	} else if err != nil {
 		return r, err
 	}
 	s.publish(EventFinished, r)
@@ -393,6 +511,7 @@ func (s *Service) Sweep(ctx context.Context) {
 		return
 	}
 	now := s.cfg.Now()
+	var approved approvedSweep
 	for _, r := range rs {
 		switch r.Status {
 		case StatusPending:
@@ -406,7 +525,10 @@ func (s *Service) Sweep(ctx context.Context) {
 			// stopped before sending it (dispatch is saved before the send).
 			// The input and sudo password are gone with it, and a late
 			// dispatch would surprise the approver; ask again instead.
-			s.fail(ctx, r, "the coordinator restarted between approval and dispatch; it was never sent, so nothing ran; ask again")
+			// With replicas, unless it is on its way (see sweepApproved).
+			if detail := s.sweepApproved(ctx, &approved, r, now); detail != "" {
+				s.fail(ctx, r, detail)
+			}
 		case StatusDispatched, StatusRunning:
 			since := r.DispatchedAt
 			if !r.StartedAt.IsZero() {
@@ -420,9 +542,18 @@ func (s *Service) Sweep(ctx context.Context) {
 }
 
 // Run sweeps every few seconds until ctx ends.
+// On a shared store it also re-reads, every Config.Reread, what changed
+// on other replicas and the hand-offs sealed to this one, in case a
+// notification was lost.
 func (s *Service) Run(ctx context.Context) {
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
+	var reread <-chan time.Time
+	if s.sharing() {
+		rt := time.NewTicker(s.cfg.Reread)
+		defer rt.Stop()
+		reread = rt.C
+	}
 	s.Sweep(ctx)
 	for {
 		select {
@@ -430,14 +561,20 @@ func (s *Service) Run(ctx context.Context) {
 			return
 		case <-t.C:
 			s.Sweep(ctx)
+		case <-reread:
+			s.Changed(ctx, "")
 		}
 	}
 }
 
 func (s *Service) finishUnknown(ctx context.Context, r Request, detail string, missed ...step) {
+	from := r.Status
 	r.Status, r.Detail, r.FinishedAt = StatusUnknown, detail, s.cfg.Now().UTC()
 	delete(s.outputs, r.ID)
-	if err := s.commit(ctx, r, append(missed, step{name: "unknown", actor: "coordinator", detail: map[string]any{"detail": detail}})...); err != nil {
+	if err := s.commit(ctx, from, r, append(missed, step{name: "unknown", actor: "coordinator", detail: map[string]any{"detail": detail}})...); errors.Is(err, store.ErrConflict) {
+		s.decided(ctx, r.ID, err) // it ended elsewhere first
+		return
+	} else if err != nil {
 		s.logger.Error("record a request as unknown", "request", r.ID, "err", err)
 	}
 	s.publish(EventFinished, r)
@@ -460,7 +597,14 @@ func (s *Service) Wait(ctx context.Context, id string, d time.Duration, progress
 	}
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
-	var tick <-chan time.Time
+	var tick, reread <-chan time.Time
+	if s.sharing() {
+		// Another replica's change arrives by notification; should that
+		// be lost, by this re-read of the store.
+		t := time.NewTicker(s.cfg.Reread)
+		defer t.Stop()
+		reread = t.C
+	}
 	if progress != nil {
 		progress(r)
 		t := time.NewTicker(s.cfg.ProgressEvery)
@@ -475,6 +619,8 @@ func (s *Service) Wait(ctx context.Context, id string, d time.Duration, progress
 			}
 		case <-tick:
 			progress(r)
+		case <-reread:
+			s.refresh(ctx, id)
 		case <-deadline.C:
 			return r, nil
 		case <-ctx.Done(): // the caller went away; it gets what is known
@@ -523,6 +669,9 @@ func (s *Service) Subscribe() (<-chan Event, func()) {
 
 // publish tells subscribers and wakes waiters. Called with s.mu held.
 func (s *Service) publish(kind EventKind, r Request) {
+	if s.seen != nil {
+		s.seen[r.ID] = seenState{status: r.Status, at: s.cfg.Now()}
+	}
 	for ch := range s.subs {
 		select {
 		case ch <- Event{Kind: kind, Request: r}:
@@ -563,21 +712,32 @@ func (s *Service) entry(id string, st step) (store.AuditEntry, error) {
 }
 
 // commit saves r with the audit rows of the steps that brought it to its
-// state, in one store transaction: both or neither.
-func (s *Service) commit(ctx context.Context, r Request, steps ...step) error {
-	body, err := json.Marshal(r)
+// state, in one store transaction (both or neither), if the stored
+// request is still in status from: else store.ErrConflict, and nothing
+// is written.
+func (s *Service) commit(ctx context.Context, from Status, r Request, steps ...step) error {
+	rec, entries, err := s.record(r, steps...)
 	if err != nil {
 		return err
+	}
+	return s.store.SwapRequestAudited(ctx, string(from), rec, nil, entries...)
+}
+
+// record is r as stored, with the audit rows of steps.
+func (s *Service) record(r Request, steps ...step) (store.RequestRecord, []store.AuditEntry, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return store.RequestRecord{}, nil, err
 	}
 	entries := make([]store.AuditEntry, 0, len(steps))
 	for _, st := range steps {
 		e, err := s.entry(r.ID, st)
 		if err != nil {
-			return err
+			return store.RequestRecord{}, nil, err
 		}
 		entries = append(entries, e)
 	}
-	return s.store.SaveRequestAudited(ctx, store.RequestRecord{ID: r.ID, Server: r.Server, Token: r.Token, Status: string(r.Status), CreatedAt: r.CreatedAt, Body: body}, entries...)
+	return store.RequestRecord{ID: r.ID, Server: r.Server, Token: r.Token, Status: string(r.Status), CreatedAt: r.CreatedAt, Body: body}, entries, nil
 }
 
 // audit records a step that changes nothing in the request.

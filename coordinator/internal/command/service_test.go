@@ -89,11 +89,18 @@ func (f *failingAudit) AppendAudit(ctx context.Context, e store.AuditEntry) erro
 	return f.Store.AppendAudit(ctx, e)
 }
 
-func (f *failingAudit) SaveRequestAudited(ctx context.Context, r store.RequestRecord, steps ...store.AuditEntry) error {
+func (f *failingAudit) SwapRequestAudited(ctx context.Context, expect string, r store.RequestRecord, h *store.Handoff, steps ...store.AuditEntry) error {
 	if f.failing(steps...) {
 		return errors.New("disk full")
 	}
-	return f.Store.SaveRequestAudited(ctx, r, steps...)
+	return f.Store.SwapRequestAudited(ctx, expect, r, h, steps...)
+}
+
+func (f *failingAudit) CreateRequestLimited(ctx context.Context, r store.RequestRecord, limit int, since time.Time, steps ...store.AuditEntry) (int, error) {
+	if f.failing(steps...) {
+		return 0, errors.New("disk full")
+	}
+	return f.Store.CreateRequestLimited(ctx, r, limit, since, steps...)
 }
 
 type env struct {
@@ -151,15 +158,7 @@ func (e *env) submit(t *testing.T, sub Submission) Request {
 
 func (e *env) steps(t *testing.T, id string) string {
 	t.Helper()
-	entries, err := e.st.Audit(context.Background(), id, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s []string
-	for _, en := range entries {
-		s = append(s, en.Step)
-	}
-	return strings.Join(s, ",")
+	return auditOf(t, e.st, id)
 }
 
 func TestSubmitValidation(t *testing.T) {
@@ -172,7 +171,7 @@ func TestSubmitValidation(t *testing.T) {
 	}{
 		{"unknown server", func(s *Submission) { s.Server = "web-3" }, `unknown server "web-3"; known servers:`},
 		{"offline", func(s *Submission) { s.Server = "off-1" }, "is offline"},
-		{"on another coordinator", func(s *Submission) { s.Server = "far-1" }, "is connected to another coordinator (10.0.0.2:4600)"},
+		{"on another coordinator", func(s *Submission) { s.Server = "far-1" }, "is connected to another coordinator (10.0.0.2:4600), which this one cannot hand commands to"},
 		{"commands off", func(s *Submission) { s.Server = "ro-1" }, "commands: false"},
 		{"empty command", func(s *Submission) { s.Command = "  " }, "command is empty"},
 		{"NUL", func(s *Submission) { s.Command = "ls\x00" }, "NUL byte"},
@@ -404,7 +403,7 @@ func TestCoordinatorRestart(t *testing.T) {
 	e.st.fail["dispatched"] = false
 	r, _ := e.svc.Get(ctx, approvedOnly.ID)
 	r.Status = StatusApproved
-	if err := e.svc.commit(ctx, r, step{name: "approved", actor: "approver:alice"}); err != nil {
+	if err := e.svc.commit(ctx, StatusPending, r, step{name: "approved", actor: "approver:alice"}); err != nil {
 		t.Fatal(err)
 	}
 

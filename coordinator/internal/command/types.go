@@ -123,6 +123,9 @@ var (
 	ErrNotFound      = errors.New("no such request")
 	ErrDecided       = errors.New("request already decided")
 	ErrInputRequired = errors.New("the request declares an input; type its value to approve")
+	// ErrUnreachable is an approval refused because no live coordinator
+	// holds the server's agent now; the request still waits.
+	ErrUnreachable = errors.New("the agent cannot be reached now")
 )
 
 // Timing of the contract.

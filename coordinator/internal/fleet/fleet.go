@@ -742,7 +742,7 @@ func (f *Fleet) ServerInfo(name string) command.ServerInfo {
 	// Only a stream this replica holds can take a command from it.
 	info := command.ServerInfo{Known: true, Online: s.local(), CommandsEnabled: s.Hello.GetCommandsEnabled(), RunAs: s.Hello.GetRunAs()}
 	if s.Online && s.Replica != "" {
-		info.HeldBy = cmp.Or(f.replicaHTTP[s.Replica], "replica "+s.Replica)
+		info.HeldBy, info.Replica = cmp.Or(f.replicaHTTP[s.Replica], "replica "+s.Replica), s.Replica
 	}
 	return info
 }

@@ -74,8 +74,8 @@ func TestSharedFleetShowsTheOtherReplicasStreams(t *testing.T) {
 	if s, _ := a.Server("web-1"); s.Replica != "" || !s.Online {
 		t.Fatalf("web-1 in a: online %v, replica %q; want online here", s.Online, s.Replica)
 	}
-	if info := b.ServerInfo("web-1"); info.Online || info.HeldBy != "coord-a:4600" {
-		t.Fatalf("b: %+v; want no commands for web-1, whose stream a (coord-a:4600) holds", info)
+	if info := b.ServerInfo("web-1"); info.Online || info.HeldBy != "coord-a:4600" || info.Replica != "a" {
+		t.Fatalf("b: %+v; want web-1 not on this stream but held by replica a (coord-a:4600), which b hands its commands to", info)
 	}
 
 	// A's next update reaches b; b's flush does not write web-1 back.

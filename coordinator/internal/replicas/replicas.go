@@ -35,6 +35,9 @@ type Config struct {
 	// its last heartbeat is less than 3 intervals old, and forgotten after
 	// ForgetAfter (default an hour) of silence.
 	Interval, ForgetAfter time.Duration
+	// HandoffKey is the public key other replicas seal the approved
+	// commands for this one's agents to (command.HandoffKey).
+	HandoffKey []byte
 }
 
 // Heart registers one replica and beats for it.
@@ -66,7 +69,7 @@ func New(st Store, cfg Config, tell func(grpcAddrs []string) error, logger *slog
 	if host != "" {
 		id = host + "-" + id
 	}
-	return &Heart{st: st, self: store.Replica{ID: id, GRPC: cfg.GRPC, HTTP: cfg.HTTP}, cfg: cfg, tell: tell, logger: logger, now: time.Now}
+	return &Heart{st: st, self: store.Replica{ID: id, GRPC: cfg.GRPC, HTTP: cfg.HTTP, HandoffKey: cfg.HandoffKey}, cfg: cfg, tell: tell, logger: logger, now: time.Now}
 }
 
 // ID is this replica's id in the store.

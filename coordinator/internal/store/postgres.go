@@ -37,6 +37,9 @@ var _ Store = (*Postgres)(nil)
 const (
 	lockMigrate int32 = 0x67634d47 // "gcMG": the schema, second key 0
 	lockEnroll  int32 = 0x6763454e // "gcEN": one enrollment per agent name, second key hashtext(name)
+	// "gcRQ": one new request per MCP token at a time, second key
+	// hashtext(token), so that the pending limit holds across replicas.
+	lockRequests int32 = 0x67635251
 )
 
 // pgMigrations run in order, each once, recorded in schema_version, in one
@@ -137,6 +140,9 @@ var pgMigrations = []string{
 	replicasTable,
 	// 3: which replica holds each agent's stream (see leases.go).
 	leasesTable,
+	// 4: approved commands handed to the replica holding their agent's
+	// stream, and each replica's public hand-off key (see handoffs.go).
+	handoffsPostgres,
 }
 
 // IsPostgresURL says whether a store URL names a PostgreSQL database.

@@ -19,6 +19,10 @@ type Replica struct {
 	GRPC, HTTP  string
 	StartedAt   time.Time
 	HeartbeatAt time.Time
+	// HandoffKey is the public key (HPKE, X25519) this replica made at
+	// its start: approved commands for the agents it holds are sealed to
+	// it (see Handoff). Its private half never leaves the process.
+	HandoffKey []byte
 }
 
 // replicasTable is the same on both engines: text and Unix milliseconds.
@@ -44,11 +48,11 @@ func checkReplica(r Replica) error {
 	return nil
 }
 
-// id, grpc_addr, http_addr, started_at, heartbeat_at.
+// id, grpc_addr, http_addr, started_at, heartbeat_at, handoff_key.
 func scanReplica(scan func(...any) error) (Replica, error) {
 	var r Replica
 	var started, beat int64
-	err := scan(&r.ID, &r.GRPC, &r.HTTP, &started, &beat)
+	err := scan(&r.ID, &r.GRPC, &r.HTTP, &started, &beat, &r.HandoffKey)
 	r.StartedAt, r.HeartbeatAt = fromMs(started), fromMs(beat)
 	return r, err
 }
@@ -62,9 +66,9 @@ func (s *SQLite) HeartbeatReplica(ctx context.Context, r Replica, forgetBefore t
 		return err
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `INSERT INTO replicas(id, grpc_addr, http_addr, started_at, heartbeat_at) VALUES (?,?,?,?,?)
-		ON CONFLICT(id) DO UPDATE SET grpc_addr = excluded.grpc_addr, http_addr = excluded.http_addr, heartbeat_at = excluded.heartbeat_at`,
-		r.ID, r.GRPC, r.HTTP, ms(startedOr(r)), ms(r.HeartbeatAt)); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO replicas(id, grpc_addr, http_addr, started_at, heartbeat_at, handoff_key) VALUES (?,?,?,?,?,?)
+		ON CONFLICT(id) DO UPDATE SET grpc_addr = excluded.grpc_addr, http_addr = excluded.http_addr, heartbeat_at = excluded.heartbeat_at, handoff_key = excluded.handoff_key`,
+		r.ID, r.GRPC, r.HTTP, ms(startedOr(r)), ms(r.HeartbeatAt), nonNil(r.HandoffKey)); err != nil {
 		return fmt.Errorf("record replica %s: %w", r.ID, err)
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM replicas WHERE heartbeat_at < ? AND id <> ?`, ms(forgetBefore), r.ID); err != nil {
@@ -74,7 +78,7 @@ func (s *SQLite) HeartbeatReplica(ctx context.Context, r Replica, forgetBefore t
 }
 
 func (s *SQLite) Replicas(ctx context.Context, since time.Time) ([]Replica, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, grpc_addr, http_addr, started_at, heartbeat_at FROM replicas WHERE heartbeat_at >= ? ORDER BY started_at, id`, ms(since))
+	rows, err := s.db.QueryContext(ctx, `SELECT id, grpc_addr, http_addr, started_at, heartbeat_at, handoff_key FROM replicas WHERE heartbeat_at >= ? ORDER BY started_at, id`, ms(since))
 	if err != nil {
 		return nil, fmt.Errorf("list replicas: %w", err)
 	}
@@ -94,9 +98,9 @@ func (p *Postgres) HeartbeatReplica(ctx context.Context, r Replica, forgetBefore
 		return err
 	}
 	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO replicas(id, grpc_addr, http_addr, started_at, heartbeat_at) VALUES ($1,$2,$3,$4,$5)
-		ON CONFLICT(id) DO UPDATE SET grpc_addr = excluded.grpc_addr, http_addr = excluded.http_addr, heartbeat_at = excluded.heartbeat_at`,
-		r.ID, r.GRPC, r.HTTP, ms(startedOr(r)), ms(r.HeartbeatAt))
+	b.Queue(`INSERT INTO replicas(id, grpc_addr, http_addr, started_at, heartbeat_at, handoff_key) VALUES ($1,$2,$3,$4,$5,$6)
+		ON CONFLICT(id) DO UPDATE SET grpc_addr = excluded.grpc_addr, http_addr = excluded.http_addr, heartbeat_at = excluded.heartbeat_at, handoff_key = excluded.handoff_key`,
+		r.ID, r.GRPC, r.HTTP, ms(startedOr(r)), ms(r.HeartbeatAt), nonNil(r.HandoffKey))
 	b.Queue(`DELETE FROM replicas WHERE heartbeat_at < $1 AND id <> $2`, ms(forgetBefore), r.ID)
 	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		return sendBatch(ctx, tx, b, func(i int) string {
@@ -109,7 +113,7 @@ func (p *Postgres) HeartbeatReplica(ctx context.Context, r Replica, forgetBefore
 }
 
 func (p *Postgres) Replicas(ctx context.Context, since time.Time) ([]Replica, error) {
-	rs, err := pgList(ctx, p, scanReplica, `SELECT id, grpc_addr, http_addr, started_at, heartbeat_at FROM replicas WHERE heartbeat_at >= $1 ORDER BY started_at, id COLLATE "C"`, ms(since))
+	rs, err := pgList(ctx, p, scanReplica, `SELECT id, grpc_addr, http_addr, started_at, heartbeat_at, handoff_key FROM replicas WHERE heartbeat_at >= $1 ORDER BY started_at, id COLLATE "C"`, ms(since))
 	if err != nil {
 		return nil, fmt.Errorf("list replicas: %w", err)
 	}

@@ -173,6 +173,9 @@ var migrations = []string{
 	replicasTable,
 	// 9: which replica holds each agent's stream (see leases.go).
 	leasesTable,
+	// 10: approved commands handed to the replica holding their agent's
+	// stream, and each replica's public hand-off key (see handoffs.go).
+	handoffsSQLite,
 }
 
 // OpenSQLite opens (creating if needed) the store at dir/gridcity.db.

@@ -101,6 +101,25 @@ type Store interface {
 	// CountRequests counts the requests of one MCP token in one status
 	// created after since.
 	CountRequests(ctx context.Context, token, status string, since time.Time) (int, error)
+	// SwapRequestAudited saves a change of a request and the audit rows
+	// that record it in one transaction, only if the stored request's
+	// status is still expect (the status the change was made from): else
+	// nothing is written and the error is ErrConflict (ErrNotFound for no
+	// such request), so that two coordinators cannot both approve, or
+	// both end, one request. h, with a change to "approved", records the
+	// request's hand-off with it; a change to any other status deletes
+	// the request's hand-off. On PostgreSQL the commit notifies
+	// RequestsChannel with the request's id.
+	SwapRequestAudited(ctx context.Context, expect string, r RequestRecord, h *Handoff, steps ...AuditEntry) error
+	// CreateRequestLimited records a new request and its audit rows in one
+	// transaction, only if its token has fewer than limit pending
+	// requests created after since, counted in the same transaction under
+	// a lock that every coordinator sharing the store takes; else nothing
+	// is written and the error is ErrTooMany. It returns the count.
+	CreateRequestLimited(ctx context.Context, r RequestRecord, limit int, since time.Time, steps ...AuditEntry) (int, error)
+	// Handoffs lists the hand-offs sealed to a replica (all when replica
+	// is ""), oldest first.
+	Handoffs(ctx context.Context, replica string) ([]Handoff, error)
 	// AppendAudit writes one audit row for a step that changes nothing
 	// else (a card shown, a command accepted); callers stop when it fails.
 	AppendAudit(ctx context.Context, e AuditEntry) error

@@ -39,6 +39,8 @@ func (f fakeServers) Names() []string {
 var testServers = fakeServers{
 	"web-1": {Known: true, Online: true, CommandsEnabled: true, RunAs: "root"},
 	"app-1": {Known: true, Online: true, CommandsEnabled: true, RunAs: "deploy"},
+	// Held, as far as this replica last read, by a replica that died.
+	"moving-1": {Known: true, CommandsEnabled: true, RunAs: "root", HeldBy: "10.0.0.9:4600", Replica: "gone"},
 }
 
 type fakeAgent struct {

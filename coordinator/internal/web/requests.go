@@ -222,6 +222,8 @@ func (a *app) decisionError(w http.ResponseWriter, id string, err error) {
 		writeError(w, http.StatusConflict, err.Error()+"; someone else decided first, or it expired: see the history")
 	case errors.Is(err, command.ErrInputRequired):
 		writeError(w, http.StatusUnprocessableEntity, command.ErrInputRequired.Error())
+	case errors.Is(err, command.ErrUnreachable):
+		writeError(w, http.StatusServiceUnavailable, err.Error()+"; nothing was recorded and the request still waits: approve it again in a few seconds")
 	default:
 		// The approval may have been recorded and the dispatch failed; the
 		// service then marked the request failed with the reason, which the

@@ -509,3 +509,24 @@ func TestAssetsSelfContained(t *testing.T) {
 		}
 	}
 }
+
+// With replicas, an approval for a server whose replica died (its agent is
+// moving to another) is refused with 503, saying that nothing was
+// recorded and the request still waits; it can be approved once the
+// agent is back.
+func TestApproveWhileTheAgentMoves(t *testing.T) {
+	e := newEnv(t, Config{})
+	e.svc.Share(command.Shared{Replica: "here", LiveFor: 15 * time.Second})
+	c := e.login(t)
+	r := e.submit(t, command.Submission{Server: "moving-1"})
+	got := e.do(t, req{method: "POST", path: "/api/requests/" + r.ID + "/approve", cookie: c, body: map[string]string{}})
+	if got.code != 503 || !strings.Contains(got.body, "has stopped") || !strings.Contains(got.body, "the request still waits: approve it again in a few seconds") {
+		t.Fatalf("got %d %s; want 503 saying the request still waits", got.code, got.body)
+	}
+	if cur, err := e.svc.Get(context.Background(), r.ID); err != nil || cur.Status != command.StatusPending {
+		t.Fatalf("after the refusal: %s, %v; want pending", cur.Status, err)
+	}
+	if n := len(e.agent.sent); n != 0 {
+		t.Fatalf("%d commands sent; want none", n)
+	}
+}
