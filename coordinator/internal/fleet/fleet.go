@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gridcity/gridcity/coordinator/internal/command"
+	"github.com/gridcity/gridcity/coordinator/internal/replicas"
 	"github.com/gridcity/gridcity/coordinator/internal/statecheck"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
@@ -197,11 +198,13 @@ type Fleet struct {
 	keep store.MetricRetention
 
 	// On a store shared with other replicas (see Share): this replica's
-	// id, how long a replica counts live after its last heartbeat, and
+	// id, which replicas count live by their heartbeats, and
 	// the times of the last Reload's reads (this replica's clock).
 	replica                string
-	liveFor                time.Duration
+	live                   *replicas.Liveness
 	leasesRead, serverRead time.Time
+	// outage is set while the store cannot be reached (see StoreOutage).
+	outage StoreOutage
 	// replicaHTTP is each live replica's HTTP address by id, as of the
 	// last Reload: where a command for a server it holds can be asked.
 	replicaHTTP map[string]string
@@ -595,11 +598,13 @@ func (f *Fleet) flush(ctx context.Context, all bool) error {
 	if err := f.store.SaveServers(ctx, recs); err != nil {
 		f.markDirty(recs)
 		f.markLeasesDirty(held, released)
+		f.noteOutage(now, err)
 		return err
 	}
 	if f.replica != "" {
 		if err := f.store.SaveStreamLeases(ctx, f.replica, held, released, now); err != nil {
 			f.markLeasesDirty(held, released)
+			f.noteOutage(now, err)
 			return err
 		}
 	}
