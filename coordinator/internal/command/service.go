@@ -142,14 +142,14 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (Request, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if n, err := s.store.CountRequests(ctx, r.Token, string(StatusPending), now.Add(-s.cfg.Expiry)); err != nil {
-		return Request{}, err
+		return Request{}, StoreDown(err, NothingRequested)
 	} else if n >= MaxPendingPerToken {
 		return Request{}, fmt.Errorf("%d requests of this token are already waiting for a person (at most %d): wait for them with wait_for_command, or have them decided in the app, before asking for more", n, MaxPendingPerToken)
 	}
 	if err := s.commit(ctx, r, step{name: "requested", actor: "token:" + r.Token + " (" + r.Client + ")", detail: map[string]any{
 		"server": r.Server, "command": r.Command, "reason": r.Reason, "timeoutSeconds": r.TimeoutSeconds,
 		"risky": r.Risky, "input": r.Input, "runAs": r.RunAs, "runbook": r.Runbook}}); err != nil {
-		return Request{}, err
+		return Request{}, StoreDown(err, NothingRequested)
 	}
 	s.publish(EventCreated, r)
 	return r, nil
@@ -215,7 +215,7 @@ func (s *Service) Get(ctx context.Context, id string) (Request, error) {
 		return Request{}, ErrNotFound
 	}
 	if err != nil {
-		return Request{}, err
+		return Request{}, StoreDown(err, NothingRead)
 	}
 	var r Request
 	if err := json.Unmarshal(rec.Body, &r); err != nil {
@@ -278,11 +278,11 @@ func (s *Service) Deny(ctx context.Context, id, approver, note string) (Request,
 	defer s.mu.Unlock()
 	r, err := s.pending(ctx, id)
 	if err != nil {
-		return r, err
+		return r, StoreDown(err, NothingDenied)
 	}
 	r.Status, r.DecidedAt, r.DecidedBy, r.Note = StatusDenied, s.cfg.Now().UTC(), approver, bound(note, maxReason)
 	if err := s.commit(ctx, r, step{name: "denied", actor: "approver:" + approver, detail: map[string]any{"note": r.Note}}); err != nil {
-		return Request{}, err
+		return Request{}, StoreDown(err, NothingDenied)
 	}
 	s.publish(EventFinished, r)
 	return r, nil
@@ -296,7 +296,7 @@ func (s *Service) Approve(ctx context.Context, id, approver string, a Approval) 
 	defer s.mu.Unlock()
 	r, err := s.pending(ctx, id)
 	if err != nil {
-		return r, err
+		return r, StoreDown(err, NothingApproved)
 	}
 	if r.Input != nil && len(a.Input) == 0 {
 		return r, ErrInputRequired
@@ -305,11 +305,15 @@ func (s *Service) Approve(ctx context.Context, id, approver string, a Approval) 
 	r.Status, r.DecidedAt, r.DecidedBy, r.Note = StatusApproved, now, approver, bound(a.Note, maxReason)
 	r.InputGiven, r.SudoPasswordGiven = len(a.Input) > 0, len(a.SudoPassword) > 0
 	if err := s.commit(ctx, r, step{name: "approved", actor: "approver:" + approver, detail: map[string]any{"note": r.Note, "input": len(a.Input) > 0, "sudoPassword": len(a.SudoPassword) > 0}}); err != nil {
-		return Request{}, err
+		return Request{}, StoreDown(err, NothingApproved)
 	}
 	s.publish(EventDecided, r)
 	return s.dispatch(ctx, r, a)
 }
+
+// notDispatched is what did not happen when the store went away between
+// the approval and the dispatch.
+const notDispatched = "the approval was recorded but the command was not dispatched, so nothing ran: ask again once the store is back"
 
 // dispatch sends an approved request. Called with s.mu held.
 func (s *Service) dispatch(ctx context.Context, r Request, a Approval) (Request, error) {
@@ -328,7 +332,7 @@ func (s *Service) dispatch(ctx context.Context, r Request, a Approval) (Request,
 		// No audit row, no dispatch: the command does not run.
 		r.Status, r.DispatchedAt = StatusApproved, time.Time{}
 		r = s.fail(ctx, r, "not dispatched: the audit log could not be written ("+err.Error()+")")
-		return r, fmt.Errorf("not dispatched: %w", err)
+		return r, fmt.Errorf("not dispatched: %w", StoreDown(err, notDispatched))
 	}
 	err := s.out.Send(r.Server, &gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_RunCommand{RunCommand: &gridcityv1.RunCommand{
 		RequestId: r.ID, Command: r.Command, TimeoutSeconds: uint32(r.TimeoutSeconds), RunAs: r.RunAs,
@@ -406,7 +410,7 @@ func (s *Service) Sweep(ctx context.Context) {
 			// stopped before sending it (dispatch is saved before the send).
 			// The input and sudo password are gone with it, and a late
 			// dispatch would surprise the approver; ask again instead.
-			s.fail(ctx, r, "the coordinator restarted between approval and dispatch; it was never sent, so nothing ran; ask again")
+			s.fail(ctx, r, "approved but never dispatched: the coordinator restarted, or the store was unreachable, between approval and dispatch; it was never sent, so nothing ran; ask again")
 		case StatusDispatched, StatusRunning:
 			since := r.DispatchedAt
 			if !r.StartedAt.IsZero() {
