@@ -344,24 +344,37 @@ func listFleet(ctx context.Context, d Deps) ([]listed, error) {
 // are live, those other replicas hold are as of the fleet's last read,
 // and what only the store knows is left out. None while it answers.
 func storeGaps(d Deps, agentsErr error, now time.Time) []GapView {
-	o, down := d.Fleet.StoreOutage()
-	if !down && agentsErr == nil {
+	down, asOf, ok := storeOutage(d, agentsErr, now)
+	if !ok {
 		return nil
 	}
-	if !down {
-		o = fleet.StoreOutage{Since: now, Err: agentsErr}
+	return []GapView{{Check: "store", Reason: down + ": servers whose agents other coordinators hold are shown " + asOf +
+		" (stale); servers whose agents stream to this coordinator are live; revocations and agents that never connected are not shown until it is back"}}
+}
+
+// storeOutage says, while the store is unreachable (as the fleet found,
+// or err from a read just now), what is wrong and since when ("the store
+// (PostgreSQL at HOST:PORT) is unreachable since T"), and how old the
+// servers other replicas hold are here ("as of T, …"); ok is false while
+// it answers.
+func storeOutage(d Deps, err error, now time.Time) (down, asOf string, ok bool) {
+	o, found := d.Fleet.StoreOutage()
+	if !found && !errors.Is(err, store.ErrUnavailable) {
+		return "", "", false
 	}
-	what := "the store is unreachable"
+	if !found {
+		o = fleet.StoreOutage{Since: now, Err: err}
+	}
+	down = "the store is unreachable"
 	var u *store.UnavailableError
 	if errors.As(o.Err, &u) {
-		what = u.Summary()
+		down = u.Summary()
 	}
-	asOf := "as this coordinator last read them, before the outage"
+	asOf = "as this coordinator last read them, before the outage"
 	if !o.AsOf.IsZero() {
 		asOf = "as of " + rfc3339(o.AsOf) + ", this coordinator's last read of them"
 	}
-	return []GapView{{Check: "store", Reason: what + " since " + rfc3339(o.Since) + ": servers whose agents other coordinators hold are shown " + asOf +
-		" (stale); servers whose agents stream to this coordinator are live; revocations and agents that never connected are not shown until it is back"}}
+	return down + " since " + rfc3339(o.Since), asOf, true
 }
 
 // exactName is the index of the server named name exactly (or, when no

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -14,9 +15,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gridcity/gridcity/coordinator/internal/command"
+	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
 	"github.com/gridcity/gridcity/coordinator/internal/pgtest"
+	"github.com/gridcity/gridcity/coordinator/internal/resources"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
+	"github.com/gridcity/gridcity/coordinator/internal/topology"
 )
 
 // TestListServersWhileTheStoreIsDownSaysStale: two replicas' fleets on a
@@ -24,8 +28,10 @@ import (
 // With PostgreSQL stopped, B's list_servers still answers: web-1 online,
 // held by A, as last read, and a gap that says the store at HOST:PORT is
 // unreachable since when and that A's servers are stale; the text says
-// it too. run_command is refused with what is wrong, what waits and that
-// nothing was recorded. Once PostgreSQL is back the gap is gone.
+// it too. incident_report answers from memory, saying the history is
+// left out. A token B never verified is refused, saying why. run_command
+// is refused with what is wrong, what waits and that nothing was
+// recorded. Once PostgreSQL is back the gap is gone.
 func TestListServersWhileTheStoreIsDownSaysStale(t *testing.T) {
 	srv := pgtest.Own(t)
 	ctx := context.Background()
@@ -74,8 +80,13 @@ func TestListServersWhileTheStoreIsDownSaysStale(t *testing.T) {
 	}
 	tick(nil)
 	cmds := command.New(command.Config{}, st, b, nopDispatcher{}, logger)
+	cfg := config.Default()
+	prober := resources.New(cfg, logger)
+	topo := topology.New(cfg, b, prober)
+	tracker := trackerOf(st, topo, logger)
 	e := &env{st: st, cmds: cmds, fleet: b, token: tok, guard: DefaultGuardConfig(),
-		deps: Deps{Fleet: b, Store: st, Commands: cmds, AppURL: "http://coord-b:4600/", Logger: logger, RunWait: 300 * time.Millisecond, WaitAgain: time.Second}}
+		deps: Deps{Fleet: b, Store: st, Commands: cmds, Topology: topo, Resources: prober, Incidents: tracker,
+			AppURL: "http://coord-b:4600/", Logger: logger, RunWait: 300 * time.Millisecond, WaitAgain: time.Second}}
 	e.srv = e.replica(t)
 	cs := e.client(t, tok)
 	list := func(args map[string]any) (ListServersOutput, string) {
@@ -111,6 +122,17 @@ func TestListServersWhileTheStoreIsDownSaysStale(t *testing.T) {
 	if out, _ := list(nil); out.Online != 2 || out.Total != 2 {
 		t.Fatalf("the fleet with the store down: %d of %d online; want both servers, online", out.Online, out.Total)
 	}
+	// incident_report judges from memory and leaves out the history.
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "incident_report"})
+	if err != nil || res.IsError {
+		t.Fatalf("incident_report with the store down: %v %+v; want an answer", err, res)
+	}
+	var inc IncidentOutput
+	raw, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(raw, &inc); err != nil || len(inc.Gaps) != 1 || !strings.HasPrefix(inc.Gaps[0].Reason, want) || !strings.Contains(inc.Gaps[0].Reason, "recent incidents are left out") {
+		t.Fatalf("incident_report with the store down: gaps %+v, %v; want one saying the store is unreachable and recent incidents are left out", inc.Gaps, err)
+	}
+
 	// A token this replica has not verified before the outage cannot be
 	// checked: refused, saying why.
 	rq, _ := http.NewRequest("POST", e.srv.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
@@ -126,7 +148,7 @@ func TestListServersWhileTheStoreIsDownSaysStale(t *testing.T) {
 			t.Errorf("a token not verified before the outage: %d %s; want a refusal saying the store is unreachable", got.StatusCode, body)
 		}
 	}
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run_command", Arguments: map[string]any{"server": "web-2", "command": "uptime", "reason": "look", "timeout_seconds": 5}})
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "run_command", Arguments: map[string]any{"server": "web-2", "command": "uptime", "reason": "look", "timeout_seconds": 5}})
 	if err != nil || !res.IsError || res.StructuredContent != nil {
 		t.Fatalf("run_command with the store down: %v %+v; want isError without structured content", err, res)
 	}
