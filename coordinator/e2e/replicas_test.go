@@ -24,23 +24,9 @@ import (
 func TestAgentFailsOverToAnotherReplica(t *testing.T) {
 	t.Parallel()
 	url := pgtest.Database(t)
-	replica := func() *coordinator {
-		c := &coordinator{t: t, data: t.TempDir(), http: freePort(t), grpc: freePort(t)}
-		c.p = start(t, "coordinator "+c.grpc, "gridcity", "serve", "--data", c.data, "--store", url, "--http", c.http, "--grpc", c.grpc,
-			"--advertise", c.grpc, "--log-level", "debug")
-		c.waitHealthy()
-		return c
-	}
-	a := replica()
-	b := replica()
-	tokenOf := func(c *coordinator) string {
-		out, err := run(t, "gridcity", "mcp", "--json", "--data", c.data, "--store", url)
-		var m struct{ Token string }
-		if err != nil || json.Unmarshal([]byte(out), &m) != nil || m.Token == "" {
-			t.Fatalf("gridcity mcp --json for %s: %q, %v", c.grpc, out, err)
-		}
-		return m.Token
-	}
+	a := startReplica(t, url)
+	b := startReplica(t, url)
+	tokenOf := func(c *coordinator) string { return c.storeToken(url) }
 	state := t.TempDir()
 	startAgent(t, a, "ha-web-1", state, a.joinLine("--store", url))
 	onA := a.waitStatus(tokenOf(a), "ha-web-1", "online", 30*time.Second)
@@ -89,6 +75,29 @@ func TestAgentFailsOverToAnotherReplica(t *testing.T) {
 	})
 	t.Logf("failover: the agent's stream was on replica B %s after replica A was killed", time.Since(killed).Round(time.Millisecond))
 	b.waitStatus(tokenOf(b), "ha-web-1", "online", 5*time.Second)
+}
+
+// startReplica starts a `gridcity serve` replica on the store at url,
+// with addresses and a --data directory of its own.
+func startReplica(t *testing.T, url string) *coordinator {
+	t.Helper()
+	c := &coordinator{t: t, data: t.TempDir(), http: freePort(t), grpc: freePort(t)}
+	c.p = start(t, "coordinator "+c.grpc, "gridcity", "serve", "--data", c.data, "--store", url, "--http", c.http, "--grpc", c.grpc,
+		"--advertise", c.grpc, "--log-level", "debug")
+	c.waitHealthy()
+	return c
+}
+
+// storeToken is the replica's own MCP token (gridcity mcp --json) on the
+// store at url.
+func (c *coordinator) storeToken(url string) string {
+	c.t.Helper()
+	out, err := run(c.t, "gridcity", "mcp", "--json", "--data", c.data, "--store", url)
+	var m struct{ Token string }
+	if err != nil || json.Unmarshal([]byte(out), &m) != nil || m.Token == "" {
+		c.t.Fatalf("gridcity mcp --json for %s: %q, %v", c.grpc, out, err)
+	}
+	return m.Token
 }
 
 // connected is how many agent streams the coordinator holds (its /healthz).
