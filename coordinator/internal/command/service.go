@@ -392,6 +392,11 @@ func (s *Service) Sweep(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rs, err := s.list(ctx, 10000, string(StatusPending), string(StatusApproved), string(StatusDispatched), string(StatusRunning))
+	if errors.Is(err, store.ErrUnavailable) {
+		// The fleet logs the outage once; the sweep runs again when it ends.
+		s.logger.Debug("sweep requests: the store is unreachable", "err", err)
+		return
+	}
 	if err != nil {
 		s.logger.Error("sweep requests", "err", err)
 		return

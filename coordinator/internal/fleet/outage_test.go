@@ -68,7 +68,8 @@ func (s *cutStore) ServersSeenSince(ctx context.Context, since time.Time) ([]sto
 // replica keeps showing the server another replica holds as it last read
 // it, online, and says since when the store is unreachable and how old
 // that view is; when the store is back, and before the other replica has
-// beaten again, the server stays online there, and the outage is over.
+// beaten again, the server stays online there, the outage is over, and
+// the metric minute that ended during the outage is written.
 func TestStoreOutageKeepsTheOtherReplicasServers(t *testing.T) {
 	ctx := context.Background()
 	sq, err := store.OpenSQLite(ctx, t.TempDir())
@@ -156,5 +157,19 @@ func TestStoreOutageKeepsTheOtherReplicasServers(t *testing.T) {
 	}
 	if s, _ := b.Server("web-1"); !s.Online || s.Replica != "a" {
 		t.Fatalf("web-1 in b once both beat again: online %v held by %q; want online, held by a", s.Online, s.Replica)
+	}
+	// The minute that ended during the outage was written once it was back.
+	hist, err := sq.MetricHistory(ctx, "web-1", store.MetricStep, wentDown.Truncate(time.Minute), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outageMinute *store.MetricPoint
+	for i, p := range hist {
+		if p.Metric == "disk:/" && p.At.Equal(wentDown.Truncate(time.Minute)) {
+			outageMinute = &hist[i]
+		}
+	}
+	if outageMinute == nil || outageMinute.Max != 90 {
+		t.Fatalf("web-1's disk history %+v; want the minute of the outage (%s), at 90%% at most", hist, wentDown.Truncate(time.Minute))
 	}
 }

@@ -69,6 +69,9 @@ func (f *Fleet) Reload(ctx context.Context) error {
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if !f.outage.Since.IsZero() {
+		f.logger.Info("the store answers again; what other replicas hold is read anew and this replica's changes are written", "unreachableFor", now.Sub(f.outage.Since).Round(time.Second))
+	}
 	f.outage = StoreOutage{}
 	f.replicaHTTP = http
 	f.leasesRead, f.serverRead = now, now
@@ -175,6 +178,7 @@ func (f *Fleet) noteOutage(now time.Time, err error) {
 	}
 	if f.outage.Since.IsZero() {
 		f.outage.Since, f.outage.AsOf = now, f.leasesRead
+		f.logger.Warn("the store is unreachable: this replica keeps its agents' streams and serves what it holds, the servers other replicas hold as last read; approvals and commands wait until it is back; its changes are written then", "err", err)
 	}
 	f.outage.Err = err
 }
