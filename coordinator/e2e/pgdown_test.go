@@ -33,6 +33,15 @@ func TestPostgresRestartedUnderLoad(t *testing.T) {
 	url := pg.Database(t, "")
 	a, b := startReplica(t, url), startReplica(t, url)
 	tokA, tokB := a.storeToken(url), b.storeToken(url)
+	pw, err := os.ReadFile(filepath.Join(a.data, "admin-password"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The approver is in the store: B's app takes the password A printed.
+	if err := os.WriteFile(filepath.Join(b.data, "admin-password"), pw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	appA, appB := a.login(t), b.login(t)
 	agents := map[*coordinator][]string{a: {"pgd-a1", "pgd-a2"}, b: {"pgd-b1", "pgd-b2"}}
 	for c, names := range agents {
 		for _, n := range names {
@@ -54,7 +63,6 @@ func TestPostgresRestartedUnderLoad(t *testing.T) {
 	counter := filepath.Join(t.TempDir(), "ran")
 	cmd1 := fmt.Sprintf("echo ran >> %s && wc -l < %s", counter, counter)
 	r1 := runAsync(csA, map[string]any{"server": "pgd-a1", "command": cmd1, "reason": "count the runs", "timeout_seconds": 30})
-	appA := a.login(t)
 	card := appA.card(cmd1)
 
 	pg.Halt()
@@ -136,15 +144,6 @@ func TestPostgresRestartedUnderLoad(t *testing.T) {
 	// A new command on the other replica, approved in its own app.
 	cmd2 := fmt.Sprintf("echo ran >> %s.b && wc -l < %s.b", counter, counter)
 	r2 := runAsync(csB, map[string]any{"server": "pgd-b1", "command": cmd2, "reason": "count the runs", "timeout_seconds": 30})
-	pw, err := os.ReadFile(filepath.Join(a.data, "admin-password"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The approver is in the store: B's app takes the password A printed.
-	if err := os.WriteFile(filepath.Join(b.data, "admin-password"), pw, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	appB := b.login(t)
 	card2 := appB.card(cmd2)
 	if code, body := appB.post("/api/requests/"+card2.ID+"/approve", map[string]string{"note": "go"}); code != http.StatusOK {
 		t.Fatalf("approval on replica B after the outage: %d %s", code, body)
@@ -159,6 +158,18 @@ func TestPostgresRestartedUnderLoad(t *testing.T) {
 	for _, f := range []string{counter, counter + ".b"} {
 		if got, err := os.ReadFile(f); err != nil || string(got) != "ran\n" {
 			t.Errorf("%s: %q, %v; want one run", f, got, err)
+		}
+	}
+	for c := range agents {
+		log := c.p.out.String()
+		if strings.Contains(log, pg.Password()) {
+			t.Errorf("replica %s logged the store's password", c.grpc)
+		}
+		// Every stream lasted through the outage: none ended, none was refused.
+		for _, ended := range []string{"agent disconnected", "agent stream ended", "agent stream closed"} {
+			if n := strings.Count(log, ended); n != 0 {
+				t.Errorf("replica %s logged %q %d times; want the agents' streams kept through the outage", c.grpc, ended, n)
+			}
 		}
 	}
 }
