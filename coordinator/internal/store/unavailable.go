@@ -100,7 +100,15 @@ func (d *pgDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 
 // BeginFunc runs fn in a transaction (pgx.BeginFunc), its error classified.
 func (d *pgDB) BeginFunc(ctx context.Context, fn func(pgx.Tx) error) error {
-	return d.classify(pgx.BeginFunc(ctx, d.pool, fn))
+	return d.classify(pgx.BeginFunc(ctx, d, fn))
+}
+
+// Begin starts a transaction (pgx.BeginFunc(ctx, p.pool, …) works as
+// on the pool); only its own error is classified: BeginFunc classifies
+// the whole.
+func (d *pgDB) Begin(ctx context.Context) (pgx.Tx, error) {
+	tx, err := d.pool.Begin(ctx)
+	return tx, d.classify(err)
 }
 
 func (d *pgDB) Ping(ctx context.Context) error { return d.classify(d.pool.Ping(ctx)) }
