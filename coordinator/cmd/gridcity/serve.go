@@ -228,7 +228,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	mux.Handle("/", web.New(web.Config{Secure: info.TLS || *publicHTTP}, cmds, st, logger))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{"status": "ok", "version": version, "agentsConnected": len(api.Connected())})
+		health := map[string]any{"status": "ok", "version": version, "agentsConnected": len(api.Connected())}
+		// Still 200: this replica serves what it holds, as every other
+		// replica on the same store would.
+		if o, down := fl.StoreOutage(); down {
+			health["status"], health["store"] = "degraded", fmt.Sprintf("unreachable since %s: approvals and commands wait (%v)", o.Since.UTC().Format(time.RFC3339), o.Err)
+		}
+		json.NewEncoder(w).Encode(health)
 	})
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		servers := fl.Servers()

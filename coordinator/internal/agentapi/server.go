@@ -375,7 +375,14 @@ func (s *Server) Connect(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage
 	for {
 		select {
 		case <-recheck.C:
-			if _, err := s.authenticate(stream.Context()); err != nil {
+			_, err := s.authenticate(stream.Context())
+			if status.Code(err) == codes.Unavailable {
+				// The store could not say (PostgreSQL restarting): not a
+				// revocation. The stream stays; the next check asks again.
+				log.Warn("could not re-check the agent's certificate; keeping its stream until the store answers", "reason", err)
+				continue
+			}
+			if err != nil {
 				log.Warn("agent stream ended", "reason", err)
 				return err
 			}
@@ -518,7 +525,11 @@ func (s *Server) authenticate(ctx context.Context) (string, error) {
 		return "", status.Errorf(codes.Unauthenticated, "certificate for %q is not known to this coordinator: enroll again with a new join line", name)
 	case err != nil:
 		s.logger.Error("read agent record", "server", name, "err", err)
-		return "", status.Error(codes.Unavailable, "coordinator store unavailable; retry")
+		msg := "coordinator store unavailable; retry"
+		if u := (*store.UnavailableError)(nil); errors.As(err, &u) {
+			msg = u.Summary() + ": this coordinator cannot check the agent's certificate until it is back; retry"
+		}
+		return "", status.Error(codes.Unavailable, msg)
 	case a.Revoked():
 		return "", status.Errorf(codes.PermissionDenied, "certificate for %q was revoked at %s: enroll again with a new join line from `gridcity join`", name, a.RevokedAt.Format(time.RFC3339))
 	case a.Serial != pki.SerialHex(leaf.SerialNumber):

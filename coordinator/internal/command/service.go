@@ -187,7 +187,7 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (Request, error) {
 	if n, err := s.store.CreateRequestLimited(ctx, rec, MaxPendingPerToken, now.Add(-s.cfg.Expiry), entries...); errors.Is(err, store.ErrTooMany) {
 		return Request{}, fmt.Errorf("%d requests of this token are already waiting for a person (at most %d): wait for them with wait_for_command, or have them decided in the app, before asking for more", n, MaxPendingPerToken)
 	} else if err != nil {
-		return Request{}, err
+		return Request{}, StoreDown(err, NothingRequested)
 	}
 	s.publish(EventCreated, r)
 	return r, nil
@@ -259,7 +259,7 @@ func (s *Service) Get(ctx context.Context, id string) (Request, error) {
 		return Request{}, ErrNotFound
 	}
 	if err != nil {
-		return Request{}, err
+		return Request{}, StoreDown(err, NothingRead)
 	}
 	var r Request
 	if err := json.Unmarshal(rec.Body, &r); err != nil {
@@ -322,11 +322,11 @@ func (s *Service) Deny(ctx context.Context, id, approver, note string) (Request,
 	defer s.mu.Unlock()
 	r, err := s.pending(ctx, id)
 	if err != nil {
-		return r, err
+		return r, StoreDown(err, NothingDenied)
 	}
 	r.Status, r.DecidedAt, r.DecidedBy, r.Note = StatusDenied, s.cfg.Now().UTC(), approver, bound(note, maxReason)
 	if err := s.commit(ctx, StatusPending, r, step{name: "denied", actor: "approver:" + approver, detail: map[string]any{"note": r.Note}}); err != nil {
-		return s.decided(ctx, id, err)
+		return s.decided(ctx, id, StoreDown(err, NothingDenied))
 	}
 	s.publish(EventFinished, r)
 	return r, nil
@@ -340,7 +340,7 @@ func (s *Service) Approve(ctx context.Context, id, approver string, a Approval) 
 	defer s.mu.Unlock()
 	r, err := s.pending(ctx, id)
 	if err != nil {
-		return r, err
+		return r, StoreDown(err, NothingApproved)
 	}
 	if r.Input != nil && len(a.Input) == 0 {
 		return r, ErrInputRequired
@@ -368,7 +368,7 @@ func (s *Service) Approve(ctx context.Context, id, approver string, a Approval) 
 		return Request{}, err
 	}
 	if err := s.store.SwapRequestAudited(ctx, string(StatusPending), body, h, entries...); err != nil {
-		return s.decided(ctx, id, err)
+		return s.decided(ctx, id, StoreDown(err, NothingApproved))
 	}
 	s.publish(EventDecided, r)
 	if h != nil {
@@ -414,6 +414,10 @@ func (s *Service) handoff(ctx context.Context, r Request, info ServerInfo, a App
 	return nil, fmt.Errorf("the coordinator holding the agent of %s (%s) has stopped; the agent reconnects to another within its backoff", r.Server, info.HeldBy)
 }
 
+// notDispatched is what did not happen when the store went away between
+// the approval and the dispatch.
+const notDispatched = "the approval was recorded but the command was not dispatched, so nothing ran: ask again once the store is back"
+
 // dispatch sends an approved request. Called with s.mu held.
 func (s *Service) dispatch(ctx context.Context, r Request, a Approval) (Request, error) {
 	info := s.servers.ServerInfo(r.Server)
@@ -436,7 +440,7 @@ func (s *Service) dispatch(ctx context.Context, r Request, a Approval) (Request,
 		// No audit row, no dispatch: the command does not run.
 		r.Status, r.DispatchedAt = StatusApproved, time.Time{}
 		r = s.fail(ctx, r, "not dispatched: the audit log could not be written ("+err.Error()+")")
-		return r, fmt.Errorf("not dispatched: %w", err)
+		return r, fmt.Errorf("not dispatched: %w", StoreDown(err, notDispatched))
 	}
 	err := s.out.Send(r.Server, &gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_RunCommand{RunCommand: &gridcityv1.RunCommand{
 		RequestId: r.ID, Command: r.Command, TimeoutSeconds: uint32(r.TimeoutSeconds), RunAs: r.RunAs,
@@ -506,6 +510,11 @@ func (s *Service) Sweep(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rs, err := s.list(ctx, 10000, string(StatusPending), string(StatusApproved), string(StatusDispatched), string(StatusRunning))
+	if errors.Is(err, store.ErrUnavailable) {
+		// The fleet logs the outage once; the sweep runs again when it ends.
+		s.logger.Debug("sweep requests: the store is unreachable", "err", err)
+		return
+	}
 	if err != nil {
 		s.logger.Error("sweep requests", "err", err)
 		return

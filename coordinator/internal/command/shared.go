@@ -146,7 +146,7 @@ type approvedSweep struct {
 // other (its key died with it): the request fails, never runs late.
 // Called with s.mu held.
 func (s *Service) sweepApproved(ctx context.Context, sw *approvedSweep, r Request, now time.Time) string {
-	const restarted = "the coordinator restarted between approval and dispatch; it was never sent, so nothing ran; ask again"
+	const restarted = "approved but never dispatched: the coordinator restarted, or the store was unreachable, between approval and dispatch; it was never sent, so nothing ran; ask again"
 	if s.shared == nil {
 		return restarted
 	}

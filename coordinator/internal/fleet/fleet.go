@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gridcity/gridcity/coordinator/internal/command"
+	"github.com/gridcity/gridcity/coordinator/internal/replicas"
 	"github.com/gridcity/gridcity/coordinator/internal/statecheck"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
@@ -197,11 +198,17 @@ type Fleet struct {
 	keep store.MetricRetention
 
 	// On a store shared with other replicas (see Share): this replica's
-	// id, how long a replica counts live after its last heartbeat, and
+	// id, which replicas count live by their heartbeats, and
 	// the times of the last Reload's reads (this replica's clock).
 	replica                string
-	liveFor                time.Duration
+	live                   *replicas.Liveness
 	leasesRead, serverRead time.Time
+	// outage is set while the store cannot be reached (see StoreOutage).
+	outage StoreOutage
+	// unsent are the metric minutes flushes could not write while the
+	// store was unreachable, oldest first, written by the first flush that
+	// reaches it (at most maxUnsent; see keepUnsent).
+	unsent []store.MetricPoint
 	// replicaHTTP is each live replica's HTTP address by id, as of the
 	// last Reload: where a command for a server it holds can be asked.
 	replicaHTTP map[string]string
@@ -553,6 +560,7 @@ func (f *Fleet) flush(ctx context.Context, all bool) error {
 	var released []string
 	now := f.now()
 	minute := now.Truncate(store.MetricStep)
+	points, f.unsent = f.unsent, nil
 	for _, s := range f.servers {
 		if len(s.open) > 0 && !s.open[0].At.Equal(minute) {
 			points, s.open = append(points, s.open...), nil
@@ -595,15 +603,21 @@ func (f *Fleet) flush(ctx context.Context, all bool) error {
 	if err := f.store.SaveServers(ctx, recs); err != nil {
 		f.markDirty(recs)
 		f.markLeasesDirty(held, released)
+		f.keepUnsent(points, err)
+		f.noteOutage(now, err)
 		return err
 	}
 	if f.replica != "" {
 		if err := f.store.SaveStreamLeases(ctx, f.replica, held, released, now); err != nil {
 			f.markLeasesDirty(held, released)
+			f.keepUnsent(points, err)
+			f.noteOutage(now, err)
 			return err
 		}
 	}
 	if err := f.store.AppendMetrics(ctx, points, now, f.keep); err != nil {
+		f.keepUnsent(points, err)
+		f.noteOutage(now, err)
 		return err
 	}
 	return errors.Join(skipped...)
@@ -672,6 +686,29 @@ func (f *Fleet) OpenMetrics(name string) []store.MetricPoint {
 	return nil
 }
 
+// maxUnsent bounds the metric minutes kept for a store that is
+// unreachable: some minutes of a large fleet (a point is about 100 bytes).
+const maxUnsent = 200_000
+
+// keepUnsent keeps points that a flush could not write because the store
+// was unreachable, to write at the next flush, the newest maxUnsent of
+// them. Were the write to have committed after all (the connection lost
+// as it did), a minute written twice counts its samples twice: its
+// average, minimum and maximum stay the same. Other errors are the
+// write's refusal and the points go.
+func (f *Fleet) keepUnsent(points []store.MetricPoint, err error) {
+	if len(points) == 0 || !errors.Is(err, store.ErrUnavailable) {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.unsent = append(points, f.unsent...)
+	if over := len(f.unsent) - maxUnsent; over > 0 {
+		f.logger.Warn("the store has been unreachable too long to keep every metric minute; the oldest are dropped", "dropped", over)
+		f.unsent = slices.Clone(f.unsent[over:])
+	}
+}
+
 func (f *Fleet) markDirty(recs []store.ServerRecord) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -715,10 +752,12 @@ func (f *Fleet) Run(ctx context.Context, interval time.Duration) {
 			cancel()
 			return
 		case <-t.C:
-			if err := f.Flush(ctx); err != nil && ctx.Err() == nil {
+			// An outage of the store is logged once as it begins and
+			// once as it ends (noteOutage, Reload), not at every tick.
+			if err := f.Flush(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrUnavailable) {
 				f.logger.Error("flush fleet state", "err", err)
 			}
-			if err := f.Reload(ctx); err != nil && ctx.Err() == nil {
+			if err := f.Reload(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrUnavailable) {
 				f.logger.Warn("read the servers other replicas hold; retrying at the next flush", "err", err)
 			}
 			if time.Since(lastSync) >= revokedEvery {

@@ -2,10 +2,14 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/gridcity/gridcity/coordinator/internal/replicas"
+	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
 // reloadOverlap is how far back each Reload reads again what the one
@@ -26,7 +30,7 @@ const reloadOverlap = 30 * time.Second
 func (f *Fleet) Share(id string, liveFor time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.replica, f.liveFor = id, liveFor
+	f.replica, f.live = id, replicas.NewLiveness(liveFor)
 	// New read every server; what changed since comes with the overlap.
 	f.serverRead = f.started
 	for _, s := range f.servers {
@@ -43,37 +47,32 @@ func (f *Fleet) Share(id string, liveFor time.Duration) {
 // or its replica has gone silent. A server whose stream this replica holds
 // is never overwritten from the store; if the store says another replica
 // holds it, this one's lease is written again at the next flush.
+//
+// While the store cannot be reached, Reload changes nothing: the servers
+// other replicas hold stay as last read (StoreOutage says since when),
+// never offline for want of a read; and when it is back, the replicas
+// live as it went down stay live until they have had time to beat again
+// (replicas.Liveness).
 func (f *Fleet) Reload(ctx context.Context) error {
 	f.mu.RLock()
-	id, liveFor, leasesSince, serversSince := f.replica, f.liveFor, f.leasesRead, f.serverRead
+	id, live, leasesSince, serversSince := f.replica, f.live, f.leasesRead, f.serverRead
 	f.mu.RUnlock()
 	if id == "" {
 		return nil
 	}
 	now := f.now()
-	live, err := f.store.Replicas(ctx, now.Add(-liveFor))
+	alive, http, leases, recs, err := f.read(ctx, live, now, leasesSince, serversSince)
 	if err != nil {
+		f.noteOutage(now, err)
 		return err
-	}
-	if !leasesSince.IsZero() {
-		leasesSince = leasesSince.Add(-reloadOverlap)
-	}
-	leases, err := f.store.StreamLeases(ctx, leasesSince)
-	if err != nil {
-		return err
-	}
-	recs, err := f.store.ServersSeenSince(ctx, serversSince.Add(-reloadOverlap))
-	if err != nil {
-		return err
-	}
-	alive := make(map[string]bool, len(live))
-	http := make(map[string]string, len(live))
-	for _, r := range live {
-		alive[r.ID], http[r.ID] = true, r.HTTP
 	}
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if !f.outage.Since.IsZero() {
+		f.logger.Info("the store answers again; what other replicas hold is read anew and this replica's changes are written", "unreachableFor", now.Sub(f.outage.Since).Round(time.Second))
+	}
+	f.outage = StoreOutage{}
 	f.replicaHTTP = http
 	f.leasesRead, f.serverRead = now, now
 	for _, l := range leases {
@@ -120,6 +119,68 @@ func (f *Fleet) Reload(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// read is what Reload reads of the store: the live replicas (by id, with
+// their HTTP addresses), the leases changed since leasesSince and the
+// servers saved since serversSince, each with the overlap.
+func (f *Fleet) read(ctx context.Context, live *replicas.Liveness, now, leasesSince, serversSince time.Time) (alive map[string]bool, http map[string]string, leases []store.StreamLease, recs []store.ServerRecord, err error) {
+	rs, err := f.store.Replicas(ctx, live.Since(now))
+	live.Read(now, err == nil)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	alive, http = make(map[string]bool, len(rs)), make(map[string]string, len(rs))
+	for _, r := range rs {
+		alive[r.ID], http[r.ID] = true, r.HTTP
+	}
+	if !leasesSince.IsZero() {
+		leasesSince = leasesSince.Add(-reloadOverlap)
+	}
+	if leases, err = f.store.StreamLeases(ctx, leasesSince); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if recs, err = f.store.ServersSeenSince(ctx, serversSince.Add(-reloadOverlap)); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return alive, http, leases, recs, nil
+}
+
+// StoreOutage is a store that this replica cannot reach (store.ErrUnavailable).
+type StoreOutage struct {
+	// Since is when a read or write of the fleet first failed, Err the
+	// latest failure; AsOf is when the servers other replicas hold were
+	// last read (zero: never), which is how old their state here is.
+	Since, AsOf time.Time
+	Err         error
+}
+
+// StoreOutage says whether the store has been unreachable since the last
+// read that reached it, and since when: while it is, the servers another
+// replica holds are as of the outage's AsOf, and commands and approvals
+// cannot be recorded. This replica's own streams stay live.
+func (f *Fleet) StoreOutage() (StoreOutage, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.outage, !f.outage.Since.IsZero()
+}
+
+// noteOutage records a failure to reach the store; other errors (a row
+// refused) are not an outage.
+func (f *Fleet) noteOutage(now time.Time, err error) {
+	if !errors.Is(err, store.ErrUnavailable) {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.replica == "" {
+		return // only a shared fleet reads what others hold, and notices it back
+	}
+	if f.outage.Since.IsZero() {
+		f.outage.Since, f.outage.AsOf = now, f.leasesRead
+		f.logger.Warn("the store is unreachable: this replica keeps its agents' streams and serves what it holds, the servers other replicas hold as last read; approvals and commands wait until it is back; its changes are written then", "err", err)
+	}
+	f.outage.Err = err
 }
 
 // known returns the server of that name, adding it (offline, with no

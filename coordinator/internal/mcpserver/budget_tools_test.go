@@ -17,7 +17,6 @@ import (
 
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
-	"github.com/gridcity/gridcity/coordinator/internal/graph"
 	"github.com/gridcity/gridcity/coordinator/internal/incidents"
 	"github.com/gridcity/gridcity/coordinator/internal/resources"
 	"github.com/gridcity/gridcity/coordinator/internal/simfleet"
@@ -169,13 +168,7 @@ func buildBigFleet() Deps {
 		prober.HandleResult(simfleet.Name(0), res)
 	}
 	topo := topology.New(cfg, f, prober)
-	tracker := incidents.New(ms, func() (graph.Report, error) {
-		g, err := topo.Graph()
-		if err != nil {
-			return graph.Report{}, err
-		}
-		return g.Incidents(), nil
-	}, logger)
+	tracker := trackerOf(ms, topo, logger)
 	return Deps{Fleet: f, Store: ms, Topology: topo, Resources: prober, Incidents: tracker, Logger: logger}
 }
 

@@ -150,12 +150,25 @@ type TokenStore interface {
 func Guard(next http.Handler, st TokenStore, cfg GuardConfig, logger *slog.Logger) http.Handler {
 	perToken := newLimiters(cfg.RatePerToken, cfg.BurstPerToken)
 	failed := newLimiters(cfg.RateFailedAuth, cfg.BurstFailedAuth)
+	known := &verifiedTokens{m: map[string]verifiedToken{}}
 	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
-		t, err := st.TokenByHash(ctx, HashToken(token))
+		hash := HashToken(token)
+		t, err := st.TokenByHash(ctx, hash)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, fmt.Errorf("%w: unknown or revoked token; `gridcity mcp` prints a valid one", auth.ErrInvalidToken)
 		}
-		if err != nil {
+		if errors.Is(err, store.ErrUnavailable) {
+			var ok bool
+			if t, ok = known.get(hash, time.Now()); !ok {
+				logger.Warn("a token this coordinator has not verified lately cannot be checked: the store is unreachable", "err", err)
+				var u *store.UnavailableError
+				errors.As(err, &u)
+				return nil, errors.New(u.Summary() + ": a token this coordinator has not seen in the last hour cannot be checked until it is back; retry then")
+			}
+		} else if err == nil {
+			known.put(hash, t, time.Now())
+		}
+		if err != nil && !errors.Is(err, store.ErrUnavailable) {
 			logger.Error("token lookup failed", "err", err)
 			return nil, errors.New("token lookup failed")
 		}
@@ -373,4 +386,56 @@ func clean(s string) string {
 	h := http.Header{}
 	h.Set("X-Agent-Client", s)
 	return ClientName(h)
+}
+
+// verifiedTokens are the tokens the guard verified against the store in
+// the last verifiedFor, by hash. While the store is unreachable they are
+// let in as they were, so that a client keeps reading what this
+// coordinator holds in memory (list_servers, marked stale); it can
+// change nothing, as a request or an approval needs the store. A token
+// revoked in the store meanwhile is refused again once it is back.
+type verifiedTokens struct {
+	mu sync.Mutex
+	m  map[string]verifiedToken
+}
+
+type verifiedToken struct {
+	t  store.Token
+	at time.Time
+}
+
+const (
+	verifiedFor = time.Hour
+	maxVerified = 1024
+)
+
+func (v *verifiedTokens) put(hash []byte, t store.Token, now time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, ok := v.m[string(hash)]; !ok && len(v.m) >= maxVerified {
+		// Those too old to count go; with none, any one (a full map
+		// means a thousand tokens in use within the hour: rare).
+		for k, e := range v.m {
+			if now.Sub(e.at) >= verifiedFor {
+				delete(v.m, k)
+			}
+		}
+		for k := range v.m {
+			if len(v.m) < maxVerified {
+				break
+			}
+			delete(v.m, k)
+		}
+	}
+	v.m[string(hash)] = verifiedToken{t: t, at: now}
+}
+
+func (v *verifiedTokens) get(hash []byte, now time.Time) (store.Token, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	e, ok := v.m[string(hash)]
+	if !ok || now.Sub(e.at) >= verifiedFor {
+		return store.Token{}, false
+	}
+	return e.t, true
 }

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gridcity/gridcity/coordinator/internal/graph"
+	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
 // IncidentInput is incident_report's input.
@@ -28,6 +30,7 @@ type IncidentOutput struct {
 	Troubled        []TroubledView  `json:"troubled" jsonschema:"troubled targets by id, each with its root cause; cut short on a large fleet (root_cause lists what one explains)"`
 	TroubledCount   int             `json:"troubledCount" jsonschema:"how many targets are troubled, however many are listed"`
 	Recent          []IncidentView  `json:"recent" jsonschema:"the latest incidents, open and ended, newest first (kept across restarts)"`
+	Gaps            []GapView       `json:"gaps,omitempty" jsonschema:"what this answer could not check, and why: e.g. the store is unreachable, so recent is left out"`
 	GeneratedAt     string          `json:"generatedAt"`
 }
 
@@ -159,7 +162,10 @@ func addIncidentReport(s *mcp.Server, d Deps) {
 		}
 		if d.Incidents != nil {
 			hist, err := d.Incidents.History(ctx, 20)
-			if err != nil {
+			if down, asOf, ok := storeOutage(d, err, time.Now()); ok && errors.Is(err, store.ErrUnavailable) {
+				// What this coordinator judges from memory still stands.
+				out.Gaps = []GapView{{Check: "store", Reason: down + ": recent incidents are left out until it is back; root causes and troubled targets are judged from what this coordinator holds, the servers other coordinators hold " + asOf + " (stale)"}}
+			} else if err != nil {
 				return nil, IncidentOutput{}, fmt.Errorf("reading the incident history failed (%v); retry", err)
 			}
 			var recent []IncidentView

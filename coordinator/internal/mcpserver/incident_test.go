@@ -64,13 +64,7 @@ probes: {interval: 15s, timeout: 1s, failuresBeforeTroubled: 2}
 	api := f.Connect(&gridcityv1.Hello{Name: "api-1"})
 	prober := resources.New(cfg, logger)
 	topo := topology.New(cfg, f, prober)
-	tracker := incidents.New(st, func() (graph.Report, error) {
-		g, err := topo.Graph()
-		if err != nil {
-			return graph.Report{}, err
-		}
-		return g.Incidents(), nil
-	}, logger)
+	tracker := trackerOf(st, topo, logger)
 	tok := "gc_incident"
 	st.CreateToken(ctx, store.Token{Name: "t", Scope: store.ScopeRead, Hash: HashToken(tok), CreatedAt: time.Now()})
 	mux := http.NewServeMux()
@@ -149,4 +143,16 @@ func acceptAll(l net.Listener) {
 		}
 		c.Close()
 	}
+}
+
+// trackerOf is an incident tracker on st judging topo's graph, as serve
+// wires it.
+func trackerOf(st incidents.Store, topo *topology.Source, logger *slog.Logger) *incidents.Tracker {
+	return incidents.New(st, func() (graph.Report, error) {
+		g, err := topo.Graph()
+		if err != nil {
+			return graph.Report{}, err
+		}
+		return g.Incidents(), nil
+	}, logger)
 }

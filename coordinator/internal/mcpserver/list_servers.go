@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -73,7 +74,9 @@ type ListServersOutput struct {
 	Omitted          map[string]int `json:"omitted,omitempty" jsonschema:"matching servers not named here, by status"`
 	NextAfter        string         `json:"nextAfter,omitempty" jsonschema:"pass as after, with the same arguments, for the next page"`
 	More             string         `json:"more,omitempty" jsonschema:"calls that list what was left out"`
-	GeneratedAt      string         `json:"generatedAt" jsonschema:"when this answer was made (RFC 3339)"`
+	// Gaps say what the whole answer could not check.
+	Gaps        []GapView `json:"gaps,omitempty" jsonschema:"what this answer could not check, and why: e.g. the store is unreachable, so servers other coordinators hold are as of a time"`
+	GeneratedAt string    `json:"generatedAt" jsonschema:"when this answer was made (RFC 3339)"`
 }
 
 // DistrictRow counts one district's servers.
@@ -232,9 +235,11 @@ func listServers(ctx context.Context, d Deps, in ListServersInput, now time.Time
 		return out, fmt.Errorf("unknown status %q; status is one of %s (or leave it out for every server)", in.Status, strings.Join(serverStatuses, ", "))
 	}
 	all, err := listFleet(ctx, d)
-	if err != nil {
+	if err != nil && !errors.Is(err, store.ErrUnavailable) {
 		return out, err
 	}
+	// Set before the rows, which are fitted to what is left.
+	out.Gaps = storeGaps(d, err, now)
 	for _, l := range all {
 		out.ByStatus[l.status]++
 	}
@@ -242,7 +247,7 @@ func listServers(ctx context.Context, d Deps, in ListServersInput, now time.Time
 
 	if i := exactName(all, in.Name); i >= 0 {
 		out.Matched = 1
-		out.Servers = []ServerView{fitView(fullView(d, all[i], now, true), pageBudget-budgetSlack)}
+		out.Servers = []ServerView{fitView(fullView(d, all[i], now, true), pageBudget-budgetSlack-jsonLen(out.Gaps))}
 		return out, nil
 	}
 	inDistrict, err := districtFilter(d, in.District, all)
@@ -282,11 +287,13 @@ func listServers(ctx context.Context, d Deps, in ListServersInput, now time.Time
 }
 
 // listFleet is every server the fleet knows or the store has enrolled,
-// sorted by name, with the status the store decides.
+// sorted by name, with the status the store decides. When the store is
+// unreachable it is the servers the fleet knows, as it knows them, with
+// the store's error (store.ErrUnavailable).
 func listFleet(ctx context.Context, d Deps) ([]listed, error) {
-	agents, err := d.Store.Agents(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("reading the enrolled agents failed (%v); retry in a moment", err)
+	agents, agentsErr := d.Store.Agents(ctx)
+	if agentsErr != nil && !errors.Is(agentsErr, store.ErrUnavailable) {
+		return nil, fmt.Errorf("reading the enrolled agents failed (%v); retry in a moment", agentsErr)
 	}
 	enrolled := make(map[string]*store.Agent, len(agents))
 	for i := range agents {
@@ -329,7 +336,45 @@ func listFleet(ctx context.Context, d Deps) ([]listed, error) {
 			}
 		}
 	}
-	return all, nil
+	return all, agentsErr
+}
+
+// storeGaps says, while the store is unreachable (as the fleet found, or
+// agentsErr), what the answer holds: the servers this replica streams
+// are live, those other replicas hold are as of the fleet's last read,
+// and what only the store knows is left out. None while it answers.
+func storeGaps(d Deps, agentsErr error, now time.Time) []GapView {
+	down, asOf, ok := storeOutage(d, agentsErr, now)
+	if !ok {
+		return nil
+	}
+	return []GapView{{Check: "store", Reason: down + ": servers whose agents other coordinators hold are shown " + asOf +
+		" (stale); servers whose agents stream to this coordinator are live; revocations and agents that never connected are not shown until it is back"}}
+}
+
+// storeOutage says, while the store is unreachable (as the fleet found,
+// or err from a read just now), what is wrong and since when ("the store
+// (PostgreSQL at HOST:PORT) is unreachable since T"), and how old the
+// servers other replicas hold are here ("as of T, …"); ok is false while
+// it answers.
+func storeOutage(d Deps, err error, now time.Time) (down, asOf string, ok bool) {
+	o, found := d.Fleet.StoreOutage()
+	if !found && !errors.Is(err, store.ErrUnavailable) {
+		return "", "", false
+	}
+	if !found {
+		o = fleet.StoreOutage{Since: now, Err: err}
+	}
+	down = "the store is unreachable"
+	var u *store.UnavailableError
+	if errors.As(o.Err, &u) {
+		down = u.Summary()
+	}
+	asOf = "as this coordinator last read them, before the outage"
+	if !o.AsOf.IsZero() {
+		asOf = "as of " + rfc3339(o.AsOf) + ", this coordinator's last read of them"
+	}
+	return down + " since " + rfc3339(o.Since), asOf, true
 }
 
 // exactName is the index of the server named name exactly (or, when no

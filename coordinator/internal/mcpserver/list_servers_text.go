@@ -21,6 +21,9 @@ func renderListServers(out ListServersOutput) string {
 		fmt.Fprintf(&b, "; truncated, not named here: %s", statusCounts(out.Omitted))
 	}
 	b.WriteString(" (as of " + out.GeneratedAt + ")\n")
+	for _, g := range out.Gaps {
+		b.WriteString("not checked (" + g.Check + "): " + g.Reason + "\n")
+	}
 	if len(out.Attention) > 0 {
 		b.WriteString("needing attention: " + kindCounts(out.Attention) + "\n")
 	}

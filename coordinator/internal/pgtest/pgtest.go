@@ -40,10 +40,14 @@ type Server struct {
 	dir      string
 	port     int
 	password string
+	postgres string
+	cred     *syscall.Credential
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	log      *tail
 	n        atomic.Int64
+	// halted: Halt stopped it and Resume has not started it again.
+	halted atomic.Bool
 }
 
 var shared struct {
@@ -75,15 +79,55 @@ func Database(t testing.TB) string {
 func DatabaseWith(t testing.TB, options string) string {
 	t.Helper()
 	shared.once.Do(func() { shared.srv, shared.err = Start(context.Background()) })
-	if shared.err != nil {
-		var missing *testfleet.MissingError
-		if errors.As(shared.err, &missing) && os.Getenv("CI") != "true" {
-			t.Skipf("PostgreSQL is not installed: %v", shared.err)
-		}
-		t.Fatalf("start PostgreSQL: %v", shared.err)
-	}
+	skipOrFail(t, shared.err)
 	return shared.srv.Database(t, options)
 }
+
+// skipOrFail skips the test when err says PostgreSQL is not installed
+// (unless CI=true) and fails it on any other err.
+func skipOrFail(t testing.TB, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	var missing *testfleet.MissingError
+	if errors.As(err, &missing) && os.Getenv("CI") != "true" {
+		t.Skipf("PostgreSQL is not installed: %v", err)
+	}
+	t.Fatalf("start PostgreSQL: %v", err)
+}
+
+// Own starts a PostgreSQL server for this test alone, which it may Halt
+// and Resume (an outage, a restart) without touching the server the
+// other tests of the binary share; it is stopped when the test ends.
+func Own(t testing.TB) *Server {
+	t.Helper()
+	s, err := Start(context.Background())
+	skipOrFail(t, err)
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Halt shuts the server down as an operator's restart does (fast
+// shutdown: sessions are ended) and keeps its data; Resume starts it
+// again on the same port.
+func (s *Server) Halt() {
+	s.halted.Store(true)
+	s.shutdown()
+}
+
+// Resume starts a halted server again on its port, with its data, and
+// returns once it accepts connections.
+func (s *Server) Resume() error {
+	if err := s.start(s.port); err != nil {
+		return fmt.Errorf("start PostgreSQL again on port %d: %w", s.port, err)
+	}
+	s.halted.Store(false)
+	return nil
+}
+
+// Addr is the server's HOST:PORT.
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
 // Start initialises a cluster in a temporary directory and runs it on a
 // free loopback port. Under root it runs as the postgres user, as
@@ -119,7 +163,7 @@ func Start(ctx context.Context) (*Server, error) {
 	}
 	secret := make([]byte, 12)
 	rand.Read(secret)
-	s := &Server{dir: dir, password: "pg-" + hex.EncodeToString(secret)}
+	s := &Server{dir: dir, password: "pg-" + hex.EncodeToString(secret), postgres: postgres, cred: cred}
 	pwfile := filepath.Join(dir, "pwfile")
 	if err := os.WriteFile(pwfile, []byte(s.password+"\n"), 0o600); err != nil {
 		return fail(err)
@@ -138,26 +182,30 @@ func Start(ctx context.Context) (*Server, error) {
 	// may take it before postgres binds it, so a failed bind tries again.
 	var lastErr error
 	for range 5 {
-		if lastErr = s.start(postgres, cred); lastErr == nil {
+		if lastErr = s.start(0); lastErr == nil {
 			return s, nil
 		}
 	}
 	return fail(lastErr)
 }
 
-func (s *Server) start(postgres string, cred *syscall.Credential) error {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
+// start runs postgres on port, or on a port free a moment ago when port is 0.
+func (s *Server) start(port int) error {
+	if port == 0 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		port = l.Addr().(*net.TCPAddr).Port
+		l.Close()
 	}
-	s.port = l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command(postgres, "-D", filepath.Join(s.dir, "data"), "-p", strconv.Itoa(s.port),
+	s.port = port
+	cmd := exec.Command(s.postgres, "-D", filepath.Join(s.dir, "data"), "-p", strconv.Itoa(s.port),
 		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="+s.dir,
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
 		"-c", "logging_collector=off", "-c", "max_connections=200", "-c", "shared_buffers=32MB")
 	// Killed with the test binary, however it ends.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Pdeathsig: syscall.SIGKILL}
 	cmd.Dir = s.dir
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -197,6 +245,11 @@ func (s *Server) start(postgres string, cred *syscall.Credential) error {
 
 // Stop shuts the server down (fast shutdown) and removes its directory.
 func (s *Server) Stop() {
+	s.shutdown()
+	os.RemoveAll(s.dir)
+}
+
+func (s *Server) shutdown() {
 	if s.cmd != nil && s.cmd.Process != nil {
 		s.cmd.Process.Signal(syscall.SIGINT)
 		select {
@@ -206,7 +259,6 @@ func (s *Server) Stop() {
 			<-s.exited
 		}
 	}
-	os.RemoveAll(s.dir)
 }
 
 // URL is the address of database db, with the superuser's password.
@@ -229,6 +281,9 @@ func (s *Server) Database(t testing.TB, options string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		if s.halted.Load() {
+			return // the test left its own server down; Stop removes it all
+		}
 		if err := s.admin(fmt.Sprintf(`DROP DATABASE %s WITH (FORCE)`, name)); err != nil {
 			t.Errorf("drop the test's database: %v", err)
 		}

@@ -49,6 +49,7 @@ type Heart struct {
 	logger *slog.Logger
 	now    func() time.Time
 	told   []string
+	live   *Liveness
 }
 
 // New returns the heart of a replica with a new id (the host's name and a
@@ -69,7 +70,7 @@ func New(st Store, cfg Config, tell func(grpcAddrs []string) error, logger *slog
 	if host != "" {
 		id = host + "-" + id
 	}
-	return &Heart{st: st, self: store.Replica{ID: id, GRPC: cfg.GRPC, HTTP: cfg.HTTP, HandoffKey: cfg.HandoffKey}, cfg: cfg, tell: tell, logger: logger, now: time.Now}
+	return &Heart{st: st, self: store.Replica{ID: id, GRPC: cfg.GRPC, HTTP: cfg.HTTP, HandoffKey: cfg.HandoffKey}, cfg: cfg, tell: tell, logger: logger, now: time.Now, live: NewLiveness(3 * cfg.Interval)}
 }
 
 // ID is this replica's id in the store.
@@ -77,7 +78,7 @@ func (h *Heart) ID() string { return h.self.ID }
 
 // LiveFor is how long a replica counts live after its last heartbeat:
 // three intervals.
-func (h *Heart) LiveFor() time.Duration { return 3 * h.cfg.Interval }
+func (h *Heart) LiveFor() time.Duration { return h.live.For }
 
 // Beat records this replica as alive now (registering it the first time)
 // and tells the live replicas' addresses. Serve calls it once before it
@@ -89,10 +90,15 @@ func (h *Heart) Beat(ctx context.Context) error {
 	}
 	h.self.HeartbeatAt = now
 	if err := h.st.HeartbeatReplica(ctx, h.self, now.Add(-h.cfg.ForgetAfter)); err != nil {
+		h.live.Read(now, false)
 		return fmt.Errorf("register this coordinator (replica %s, gRPC %s) in the store: %w", h.self.ID, h.self.GRPC, err)
 	}
-	live, err := h.st.Replicas(ctx, now.Add(-h.LiveFor()))
+	h.live.Read(now, true)
+	// After an outage of the store the others have not beaten again yet:
+	// the agents keep hearing of them (see Liveness).
+	live, err := h.st.Replicas(ctx, h.live.Since(now))
 	if err != nil {
+		h.live.Read(now, false)
 		return err
 	}
 	addrs := make([]string, 0, len(live))

@@ -278,7 +278,7 @@ func (p *Postgres) Handoffs(ctx context.Context, replica string) ([]Handoff, err
 // first: notifications sent while it was not listening are lost, so the
 // caller re-reads what it follows from the store.
 func (p *Postgres) Listen(ctx context.Context, channel string, logger *slog.Logger, f func(payload string)) {
-	cfg := p.pool.Config().ConnConfig.Copy()
+	cfg := p.pool.pool.Config().ConnConfig.Copy()
 	wait := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := p.listenOnce(ctx, cfg, channel, func(payload string) {
@@ -288,7 +288,7 @@ func (p *Postgres) Listen(ctx context.Context, channel string, logger *slog.Logg
 		if ctx.Err() != nil {
 			return
 		}
-		logger.Warn("lost the store's notifications; listening again (until then, changes made by other replicas arrive at the periodic re-read)", "channel", channel, "retry_in", wait, "err", err)
+		logger.Warn("lost the store's notifications; listening again (until then, changes made by other replicas arrive at the periodic re-read)", "channel", channel, "retry_in", wait, "err", p.pool.classify(err))
 		select {
 		case <-ctx.Done():
 			return

@@ -116,7 +116,7 @@ func (p *Postgres) SaveStreamLeases(ctx context.Context, replica string, held []
 	for _, name := range released {
 		b.Queue(leaseRelease, ms(now), name, replica)
 	}
-	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+	return p.pool.BeginFunc(ctx, func(tx pgx.Tx) error {
 		return sendBatch(ctx, tx, b, func(i int) string {
 			if i < len(held) {
 				return fmt.Sprintf("lease the stream of %s to replica %s", held[i].Server, replica)

@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,7 +29,7 @@ import (
 // advisory lock or a conditional upsert, so that two coordinators, or the
 // CLI beside one, cannot both pass the check.
 type Postgres struct {
-	pool *pgxpool.Pool
+	pool *pgDB
 }
 
 var _ Store = (*Postgres)(nil)
@@ -190,12 +192,21 @@ func OpenPostgres(ctx context.Context, rawURL string) (*Postgres, error) {
 		pool.Close()
 		return nil, fmt.Errorf("cannot reach the PostgreSQL store at %s: %w: check that PostgreSQL runs there and lets this user in (pg_hba.conf, the password), and that the database exists", where, redactErr(err, rawURL, shown, secret))
 	}
-	p := &Postgres{pool: pool}
+	p := &Postgres{pool: &pgDB{pool: pool, addr: pgAddr(cfg.ConnConfig.Host, cfg.ConnConfig.Port), rawURL: rawURL, shown: shown, secret: secret}}
 	if err := p.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("prepare the PostgreSQL store at %s: %w", where, redactErr(err, rawURL, shown, secret))
 	}
 	return p, nil
+}
+
+// pgAddr is where the database is, for messages: HOST:PORT, or the
+// directory of its Unix socket.
+func pgAddr(host string, port uint16) string {
+	if strings.HasPrefix(host, "/") {
+		return host
+	}
+	return net.JoinHostPort(host, strconv.Itoa(int(port)))
 }
 
 // RedactURL is the store URL with its password masked, to show in logs
@@ -239,7 +250,7 @@ func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
 
 func (p *Postgres) migrate(ctx context.Context) error {
-	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+	return p.pool.BeginFunc(ctx, func(tx pgx.Tx) error {
 		// Held until this transaction ends: a second coordinator starting
 		// at the same moment waits here, then finds the schema current.
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, lockMigrate); err != nil {
@@ -320,7 +331,7 @@ func (p *Postgres) CreateJoinToken(ctx context.Context, t JoinToken) error {
 
 func (p *Postgres) Enroll(ctx context.Context, tokenHash []byte, now time.Time, a Agent) (bool, error) {
 	var again bool
-	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+	err := p.pool.BeginFunc(ctx, func(tx pgx.Tx) error {
 		// One enrollment of a name at a time, whatever its token, and one
 		// use of a token at a time: the checks below then see the rows as
 		// they will be written.
@@ -417,7 +428,7 @@ func (p *Postgres) SaveServers(ctx context.Context, servers []ServerRecord) erro
 	if len(servers) == 0 {
 		return nil
 	}
-	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+	return p.pool.BeginFunc(ctx, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		for _, r := range servers {
 			b.Queue(`INSERT INTO servers(name, state, hello, last_seen) VALUES ($1,$2,$3,$4)
@@ -513,7 +524,7 @@ func (p *Postgres) Approvers(ctx context.Context) ([]Approver, error) {
 }
 
 func (p *Postgres) SetApproverPassword(ctx context.Context, name, hash string) error {
-	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+	return p.pool.BeginFunc(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE approvers SET password_hash = $1 WHERE name = $2`, hash, name)
 		if err != nil {
 			return err
@@ -559,7 +570,7 @@ func (p *Postgres) SaveRequestAudited(ctx context.Context, r RequestRecord, step
 		return fmt.Errorf("save request %s: no audit row records the change; every change of a request is audited", r.ID)
 	}
 	last := steps[len(steps)-1].Step
-	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+	err := p.pool.BeginFunc(ctx, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		for _, e := range steps {
 			b.Queue(pgInsertAudit, ms(e.At), e.RequestID, e.Step, e.Actor, nonNil(e.Detail))
@@ -694,7 +705,7 @@ func (p *Postgres) AppendMetrics(ctx context.Context, points []MetricPoint, now 
 		return nil
 	}
 	var skipped []error
-	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+	err := p.pool.BeginFunc(ctx, func(tx pgx.Tx) error {
 		skipped = skipped[:0]
 		b := &pgx.Batch{}
 		var names []string

@@ -102,7 +102,7 @@ func (p *Postgres) HeartbeatReplica(ctx context.Context, r Replica, forgetBefore
 		ON CONFLICT(id) DO UPDATE SET grpc_addr = excluded.grpc_addr, http_addr = excluded.http_addr, heartbeat_at = excluded.heartbeat_at, handoff_key = excluded.handoff_key`,
 		r.ID, r.GRPC, r.HTTP, ms(startedOr(r)), ms(r.HeartbeatAt), nonNil(r.HandoffKey))
 	b.Queue(`DELETE FROM replicas WHERE heartbeat_at < $1 AND id <> $2`, ms(forgetBefore), r.ID)
-	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+	return p.pool.BeginFunc(ctx, func(tx pgx.Tx) error {
 		return sendBatch(ctx, tx, b, func(i int) string {
 			if i == 0 {
 				return "record replica " + r.ID

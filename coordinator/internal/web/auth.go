@@ -219,6 +219,10 @@ func (a *app) session(r *http.Request) (store.Session, int, string) {
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Session{}, http.StatusUnauthorized, "the session has expired or was ended; log in again"
 	}
+	if msg, down := storeDownMessage(r, err); down {
+		a.log.Warn("app: the store is unreachable", "method", r.Method, "path", r.URL.Path, "err", err)
+		return store.Session{}, http.StatusServiceUnavailable, msg
+	}
 	if err != nil {
 		a.log.Error("session lookup failed", "err", err)
 		return store.Session{}, http.StatusServiceUnavailable, "the coordinator's store did not answer; retry in a moment"
@@ -311,8 +315,11 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 	ap, err := a.st.Approver(r.Context(), in.Username)
 	known := err == nil
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		a.log.Error("approver lookup failed", "err", err)
 		try.abandoned(now)
+		if a.storeDown(w, r, err) {
+			return
+		}
+		a.log.Error("approver lookup failed", "err", err)
 		writeError(w, http.StatusServiceUnavailable, "the coordinator's store did not answer; retry in a moment")
 		return
 	}
@@ -347,6 +354,9 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 	token, tokenHash := newSecret()
 	se := store.Session{Hash: hashed, CSRFHash: tokenHash, Approver: ap.Name, CreatedAt: now, ExpiresAt: now.Add(a.cfg.SessionTTL)}
 	if err := a.st.CreateSession(r.Context(), se); err != nil {
+		if a.storeDown(w, r, err) {
+			return
+		}
 		a.log.Error("recording session failed", "err", err)
 		writeError(w, http.StatusServiceUnavailable, "could not record the session; retry in a moment")
 		return

@@ -105,7 +105,7 @@ func (a *app) events(w http.ResponseWriter, r *http.Request, se store.Session) {
 	defer unsubscribe()
 	pending, err := a.svc.Pending(r.Context())
 	if err != nil {
-		a.serviceError(w, "listing pending requests", err)
+		a.serviceError(w, r, "listing pending requests", err)
 		return
 	}
 

@@ -110,7 +110,7 @@ func (s *syncBuffer) String() string {
 }
 
 type testEnv struct {
-	st    *store.SQLite
+	st    store.Store
 	svc   *command.Service
 	agent *fakeAgent
 	clock *testClock
@@ -137,13 +137,21 @@ const (
 // and would only slow the tests (HashPassword's own test checks cost 12).
 func newEnv(t *testing.T, cfg Config) *testEnv {
 	t.Helper()
-	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := store.OpenSQLite(ctx, dir)
+	st, err := store.OpenSQLite(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	e := newEnvOn(t, cfg, st)
+	e.dir = dir
+	return e
+}
+
+// newEnvOn is newEnv on a store of the test's choosing.
+func newEnvOn(t *testing.T, cfg Config, st store.Store) *testEnv {
+	t.Helper()
+	ctx := context.Background()
 	hash, err := bcrypt.GenerateFromPassword([]byte(testPassword), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +159,7 @@ func newEnv(t *testing.T, cfg Config) *testEnv {
 	if err := st.CreateApprover(ctx, store.Approver{Name: testUser, PasswordHash: string(hash), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	e := &testEnv{st: st, agent: &fakeAgent{}, clock: &testClock{t: time.Now().UTC().Truncate(time.Second)}, log: &syncBuffer{}, tokens: map[string]string{}, dir: dir}
+	e := &testEnv{st: st, agent: &fakeAgent{}, clock: &testClock{t: time.Now().UTC().Truncate(time.Second)}, log: &syncBuffer{}, tokens: map[string]string{}}
 	logger := slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if cfg.Now == nil {
 		cfg.Now = e.clock.now

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -101,7 +102,7 @@ func (a *app) listRequests(w http.ResponseWriter, r *http.Request, se store.Sess
 	case "", "pending":
 		rs, err := a.svc.Pending(r.Context())
 		if err != nil {
-			a.serviceError(w, "listing pending requests", err)
+			a.serviceError(w, r, "listing pending requests", err)
 			return
 		}
 		for _, req := range rs {
@@ -123,7 +124,7 @@ func (a *app) history(w http.ResponseWriter, r *http.Request, _ store.Session) {
 	}
 	rs, err := a.svc.History(r.Context(), limit)
 	if err != nil {
-		a.serviceError(w, "listing the history", err)
+		a.serviceError(w, r, "listing the history", err)
 		return
 	}
 	writeJSON(w, http.StatusOK, viewsOf(rs))
@@ -132,7 +133,7 @@ func (a *app) history(w http.ResponseWriter, r *http.Request, _ store.Session) {
 func (a *app) getRequest(w http.ResponseWriter, r *http.Request, _ store.Session) {
 	req, err := a.svc.Get(r.Context(), r.PathValue("id"))
 	if err != nil {
-		a.decisionError(w, r.PathValue("id"), err)
+		a.decisionError(w, r, r.PathValue("id"), err)
 		return
 	}
 	writeJSON(w, http.StatusOK, viewOf(req))
@@ -173,7 +174,7 @@ func (a *app) approve(w http.ResponseWriter, r *http.Request, se store.Session) 
 	}
 	req, err := a.svc.Approve(r.Context(), id, se.Approver, ap)
 	if err != nil {
-		a.decisionError(w, id, err)
+		a.decisionError(w, r, id, err)
 		return
 	}
 	a.log.Info("request approved in the app", "request", id, "approver", se.Approver)
@@ -197,7 +198,7 @@ func (a *app) deny(w http.ResponseWriter, r *http.Request, se store.Session) {
 	}
 	req, err := a.svc.Deny(r.Context(), id, se.Approver, in.Note)
 	if err != nil {
-		a.decisionError(w, id, err)
+		a.decisionError(w, r, id, err)
 		return
 	}
 	a.log.Info("request denied in the app", "request", id, "approver", se.Approver)
@@ -213,8 +214,9 @@ func checkNote(note string) string {
 
 // decisionError maps the service's errors to statuses the page acts on:
 // 404 gone, 409 someone else decided first, 422 type the input.
-func (a *app) decisionError(w http.ResponseWriter, id string, err error) {
+func (a *app) decisionError(w http.ResponseWriter, r *http.Request, id string, err error) {
 	switch {
+	case a.storeDown(w, r, err):
 	case errors.Is(err, command.ErrNotFound):
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no request %q; it may have been removed, reload the list", id))
 	case errors.Is(err, command.ErrDecided):
@@ -228,11 +230,50 @@ func (a *app) decisionError(w http.ResponseWriter, id string, err error) {
 		// The approval may have been recorded and the dispatch failed; the
 		// service then marked the request failed with the reason, which the
 		// history shows.
-		a.serviceError(w, "deciding request "+id, err)
+		a.serviceError(w, r, "deciding request "+id, err)
 	}
 }
 
-func (a *app) serviceError(w http.ResponseWriter, what string, err error) {
+func (a *app) serviceError(w http.ResponseWriter, r *http.Request, what string, err error) {
+	if a.storeDown(w, r, err) {
+		return
+	}
 	a.log.Error("app: "+what+" failed", "err", err)
 	writeError(w, http.StatusInternalServerError, what+" failed: "+err.Error())
+}
+
+// storeDown answers 503 when err says the store is unreachable, with what
+// is wrong, what waits and what did not happen, and reports whether it did.
+func (a *app) storeDown(w http.ResponseWriter, r *http.Request, err error) bool {
+	msg, ok := storeDownMessage(r, err)
+	if !ok {
+		return false
+	}
+	a.log.Warn("app: the store is unreachable", "method", r.Method, "path", r.URL.Path, "err", err)
+	w.Header().Set("Retry-After", "5")
+	writeError(w, http.StatusServiceUnavailable, msg)
+	return true
+}
+
+// storeDownMessage is the answer to a request that the store's outage
+// stopped (store.ErrUnavailable): the service's own wording when it gave
+// one (command.StoreDownError), else one for what the request was.
+func storeDownMessage(r *http.Request, err error) (string, bool) {
+	if !errors.Is(err, store.ErrUnavailable) {
+		return "", false
+	}
+	var sd *command.StoreDownError
+	if errors.As(err, &sd) {
+		return sd.Error(), true
+	}
+	outcome := command.NothingRecorded
+	switch {
+	case r.Method == http.MethodGet || r.Method == http.MethodHead:
+		outcome = "nothing can be read from it now: reload once the store is back"
+	case strings.HasSuffix(r.URL.Path, "/approve"):
+		outcome = command.NothingApproved
+	case strings.HasSuffix(r.URL.Path, "/deny"):
+		outcome = command.NothingDenied
+	}
+	return command.StoreDown(err, outcome).Error(), true
 }
