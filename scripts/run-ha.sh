@@ -46,41 +46,9 @@ for addr in "${HTTPS[@]}" "${GRPCS[@]}"; do
 	listening "$addr" && die "$addr is already in use — is another 'make run-ha' running? Stop it, or choose other ports with GRIDCITY_HA_HTTP and GRIDCITY_HA_GRPC."
 done
 
-# Debian's PostgreSQL: initdb on the PATH, else the newest of
-# /usr/lib/postgresql/VERSION/bin (as internal/pgtest finds it).
-pgbin=
-if command -v initdb >/dev/null; then
-	pgbin=$(dirname "$(readlink -f "$(command -v initdb)")")
-else
-	newest=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
-	[ -n "$newest" ] && pgbin=$newest
-fi
-[ -n "$pgbin" ] && [ -x "$pgbin/postgres" ] && [ -x "$pgbin/psql" ] ||
-	die "PostgreSQL is not installed: apt-get install postgresql (make run-ha runs a cluster of its own; the package's service need not run)"
-
-# As root PostgreSQL runs as an unprivileged user, which must reach its
-# directory: .run and .run/ha let others pass through (0711, no listing;
-# every directory in them stays private). If a directory above the
-# repository is closed (a home directory), the cluster lives in a
-# temporary directory for this run only.
-pg_as=()
-if [ "$(id -u)" = 0 ]; then
-	pguser=postgres
-	id -u "$pguser" >/dev/null 2>&1 || pguser=nobody
-	pg_as=(setpriv --reuid="$(id -u "$pguser")" --regid="$(id -g "$pguser")" --clear-groups --)
-	chmod 711 "$RUN" "$HA"
-fi
-PG=$HA/pg
-PG_TEMP=
-if [ "${#pg_as[@]}" -gt 0 ] && ! "${pg_as[@]}" test -x "$HA"; then
-	PG_TEMP=$(mktemp -d "${TMPDIR:-/tmp}/gridcity-ha-pg.XXXXXX")
-	chmod 711 "$PG_TEMP"
-	say "PostgreSQL runs as $pguser, which cannot reach $HA (a directory above it is closed to other users): its cluster is in $PG_TEMP for this run only"
-	PG=$PG_TEMP/pg
-fi
-mkdir -p "$PG"
-chmod 700 "$PG"
-[ "${#pg_as[@]}" -eq 0 ] || chown "$pguser:$(id -gn "$pguser")" "$PG"
+. "$ROOT/scripts/lib/postgres.sh"
+pg_find
+pg_place "$HA" "$RUN" "$HA"
 
 pids=()     # the agent and the coordinators
 pg_pid=
@@ -90,11 +58,7 @@ cleanup() {
 	# then PostgreSQL (a fast shutdown).
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-	if [ -n "$pg_pid" ]; then
-		kill -INT "$pg_pid" 2>/dev/null || true
-		wait "$pg_pid" 2>/dev/null || true
-	fi
-	[ -z "$PG_TEMP" ] || rm -rf "$PG_TEMP"
+	pg_stop
 }
 trap cleanup EXIT
 trap 'stopping=1' INT TERM
@@ -102,18 +66,7 @@ trap 'stopping=1' INT TERM
 for log in "${LOGS[@]}"; do rotate "$log"; done
 
 # The cluster, once; its superuser's password in pg-password (0600).
-if [ ! -f "$PG/data/PG_VERSION" ]; then
-	say "initialising a PostgreSQL cluster in $PG/data ($pgbin)…"
-	rm -rf "${PG:?}/data"
-	pw=gridcity-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
-	(umask 077 && echo "$pw" >"$HA/pg-password")
-	(umask 077 && echo "$pw" >"$PG/pwfile")
-	[ "${#pg_as[@]}" -eq 0 ] || chown "$pguser" "$PG/pwfile"
-	"${pg_as[@]}" "$pgbin/initdb" -D "$PG/data" -U postgres --no-instructions --no-locale -E UTF8 \
-		--auth-local trust --auth-host scram-sha-256 --pwfile "$PG/pwfile" >>"$HA/postgres.log" 2>&1 ||
-		{ rm -f "$PG/pwfile"; die "initdb failed"; }
-	rm -f "$PG/pwfile"
-fi
+pg_init "$HA/pg-password" "$HA/postgres.log"
 [ -s "$HA/pg-password" ] || die "$HA/pg-password is missing, so the cluster in $PG/data cannot be reached: delete $HA to start afresh"
 pw=$(cat "$HA/pg-password")
 
@@ -125,21 +78,8 @@ fi
 listening "127.0.0.1:$PG_PORT" && die "127.0.0.1:$PG_PORT (PostgreSQL's port) is in use; set GRIDCITY_HA_PG_PORT to a free one"
 
 say "starting PostgreSQL on 127.0.0.1:$PG_PORT, socket in $PG (log: $HA/postgres.log)…"
-# In a session of its own, so that Ctrl-C reaches only the coordinators and
-# the agent: PostgreSQL stops after them.
-setsid "${pg_as[@]}" "$pgbin/postgres" -D "$PG/data" -p "$PG_PORT" -c listen_addresses=127.0.0.1 \
-	-c unix_socket_directories="$PG" -c logging_collector=off -c max_connections=300 >>"$HA/postgres.log" 2>&1 &
-pg_pid=$!
-for _ in $(seq 1 600); do
-	kill -0 "$pg_pid" 2>/dev/null || die "PostgreSQL did not start"
-	"$pgbin/pg_isready" -q -h "$PG" -p "$PG_PORT" 2>/dev/null && break
-	sleep 0.1
-done
-"$pgbin/pg_isready" -q -h "$PG" -p "$PG_PORT" || die "PostgreSQL did not accept connections within a minute"
-psql=("${pg_as[@]}" "$pgbin/psql" -X -q -h "$PG" -p "$PG_PORT" -U postgres -d postgres -v ON_ERROR_STOP=1)
-if [ "$("${psql[@]}" -tAc "SELECT 1 FROM pg_database WHERE datname = 'gridcity'")" != 1 ]; then
-	"${psql[@]}" -c "CREATE DATABASE gridcity" >>"$HA/postgres.log" 2>&1 || die "could not create the database gridcity"
-fi
+pg_start "$PG_PORT" "$HA/postgres.log"
+pg_createdb gridcity "$HA/postgres.log"
 
 # The store URL, as an installed coordinator reads it (EnvironmentFile=).
 export GRIDCITY_STORE="postgres://postgres:$pw@127.0.0.1:$PG_PORT/gridcity?sslmode=disable"
