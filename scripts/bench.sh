@@ -67,10 +67,10 @@ cleanup() {
     sleep 0.1
   done
   for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  # The replicas' PostgreSQL, after the replicas (and before waiting for every child).
+  if declare -F pg_stop >/dev/null; then pg_stop; fi
   wait 2>/dev/null || true
   pids=()
-  # The replicas' PostgreSQL, after the replicas.
-  if declare -F pg_stop >/dev/null; then pg_stop; fi
   # sshd's privilege separation directory, when this script made it.
   if [ "$made_run_sshd" = 1 ]; then rmdir /run/sshd 2>/dev/null || true; fi
   if [ "$rc" != 0 ]; then

@@ -263,15 +263,7 @@ func runAgents(ctx context.Context, c agentsConfig) (agentsRun, error) {
 	tick := time.NewTicker(time.Second / time.Duration(c.Rate))
 	defer tick.Stop()
 	lastLog := t0
-	// A fleet whose streams end faster than they come back is a reconnect
-	// storm: stop there rather than wait.
-	storm := func() error {
-		if n := f.reconnects.Load(); n > int64(c.N)/2+10 {
-			return fmt.Errorf("%w: %d streams ended while %d of %d agents were starting (%d up); streams ended: %s",
-				errNotHeld, n, started, c.N, f.connected.Load(), strings.Join(f.endCauses(), "; "))
-		}
-		return nil
-	}
+	storm := func() error { return f.storm(started, c.N) }
 	for ; started < c.N; started++ {
 		select {
 		case <-tick.C:

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -135,6 +136,17 @@ func (f *simFleet) endCauses() []string {
 		out = append(out, fmt.Sprintf("%d× %s", f.causes[c], c))
 	}
 	return out
+}
+
+// storm says whether the fleet is in a reconnect storm while started of
+// its n agents have started: its streams end faster than they come back
+// (more than half as many ends as agents), so waiting longer is no use.
+func (f *simFleet) storm(started, n int) error {
+	if ended := f.reconnects.Load(); ended > int64(n)/2+10 {
+		return fmt.Errorf("%w: %d streams ended while %d of %d agents were starting (%d up); streams ended: %s",
+			errNotHeld, ended, started, n, f.connected.Load(), strings.Join(f.endCauses(), "; "))
+	}
+	return nil
 }
 
 func (f *simFleet) lastError() error {

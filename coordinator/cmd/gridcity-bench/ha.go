@@ -210,16 +210,27 @@ func rampUp(ctx context.Context, c haConfig, f *simFleet, agents []*simAgent, wg
 	var up atomic.Int64
 	tick := time.NewTicker(time.Second / time.Duration(c.Rate))
 	defer tick.Stop()
-	for _, a := range agents {
+	lastLog := t0
+	for i, a := range agents {
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		}
 		wg.Go(func() { f.run(ctx, a, sync.OnceFunc(func() { up.Add(1) })) })
+		if time.Since(lastLog) >= 10*time.Second {
+			lastLog = time.Now()
+			c.logf("ramp: %d of %d started, %d up at least once after %.0f s; %d streams ended", i+1, len(agents), up.Load(), time.Since(t0).Seconds(), f.reconnects.Load())
+			if err := f.storm(i+1, len(agents)); err != nil {
+				return 0, err
+			}
+		}
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for up.Load() < int64(len(agents)) {
+		if err := f.storm(len(agents), len(agents)); err != nil {
+			return 0, err
+		}
 		if time.Now().After(deadline) {
 			return 0, fmt.Errorf("%w: %d of %d streams up 2 minutes after the last agent started; streams ended: %s",
 				errNotHeld, up.Load(), len(agents), strings.Join(f.endCauses(), "; "))
