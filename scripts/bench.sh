@@ -329,10 +329,14 @@ ha_replicas() { # DATABASE: three replicas on it, one after another; ha_args nam
 }
 ha_measure() { # failover|spread N: the driver, its figures in $tmp/ha-KIND.json
   local rc=0 why
+  # Failover waits a little before the kill; spread settles and measures as
+  # the single coordinator does above, so that the two compare.
+  local -a ha_window=(-settle 5)
+  [ "$1" = failover ] || ha_window=(-settle "$AGENTS_SETTLE" -seconds "$AGENTS_SECONDS")
   say "three replicas on PostgreSQL: $1 with $2 simulated agents"
   ha_replicas "ha_$1"
   "$tmp/gridcity-bench" "$1" "${ha_args[@]}" -n "$2" -gridcity bin/gridcity -rate "$HA_RATE" \
-    $([ "$1" = failover ] && echo -settle 5) -clk-tck "$(getconf CLK_TCK)" -out "$tmp/ha-$1.json" 2>&1 | tee "$tmp/ha-$1-driver.log" >&2 || rc=$?
+    "${ha_window[@]}" -clk-tck "$(getconf CLK_TCK)" -out "$tmp/ha-$1.json" 2>&1 | tee "$tmp/ha-$1-driver.log" >&2 || rc=$?
   why=$({ grep -v '^gridcity-bench: agents: ' "$tmp/ha-$1-driver.log" || true; } | tail -3 | tr '\n' ' ' | head -c 800)
   case $rc in
   0) ha+=("-ha-$1" "$tmp/ha-$1.json") ;;
