@@ -10,7 +10,7 @@ TEST_MODULES := coordinator/e2e/mcpgoclient
 PROTOC_GEN_GO := v1.36.12
 PROTOC_GEN_GO_GRPC := v1.6.0
 
-.PHONY: all build run test unit e2e bench proto proto-check tidy-check vet fmt-check clean \
+.PHONY: all build run run-ha test unit e2e bench proto proto-check tidy-check vet fmt-check clean \
 	demo demo-break demo-fix demo-status demo-down demo-build
 
 all: build
@@ -31,6 +31,14 @@ run:
 	@echo "make run: building bin/gridcity and bin/gridcity-agent (the first build downloads modules and takes a few minutes)…"
 	@$(MAKE) --no-print-directory build
 	@scripts/run-local.sh $(if $(CONFIG),--config "$(CONFIG)")
+
+# run-ha: three coordinators on a PostgreSQL of their own (Debian's postgresql package, a
+# cluster in .run/ha/pg) and an agent for this machine; prints each replica's MCP endpoint and
+# app. Ctrl-C stops the agent, the coordinators and PostgreSQL.
+run-ha:
+	@echo "make run-ha: building bin/gridcity and bin/gridcity-agent…"
+	@$(MAKE) --no-print-directory build
+	@scripts/run-ha.sh
 
 # demo: a small city of real hosts on this machine (network namespaces, so root): a load
 # balancer, two web servers, an API, PostgreSQL and a scraper, each with its agent, and a

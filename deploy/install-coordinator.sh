@@ -9,6 +9,13 @@
 # GRIDCITY_ADVERTISE; other lines in that file are kept), starts the coordinator, waits for
 # /healthz and prints how to add servers and connect an AI client. Re-running is safe.
 #
+# One of several coordinators on PostgreSQL: give the store URL in GRIDCITY_STORE (not on a
+# command line, which other users can read):
+#   read -rs GRIDCITY_STORE && export GRIDCITY_STORE    # paste postgres://USER:PASSWORD@HOST:5432/DB
+#   sudo --preserve-env=GRIDCITY_STORE deploy/install-coordinator.sh --advertise THIS-HOST:4601
+# It goes into coordinator.env, which is root's alone (mode 0600) since it may hold a password;
+# systemd reads it as root before starting the service.
+#
 # Paths (override for packaging or tests; the unit is rewritten to match):
 #   GRIDCITY_PREFIX    /usr/local/bin         the binary
 #   GRIDCITY_ETC       /etc/gridcity          coordinator.env
@@ -38,6 +45,8 @@ data in /var/lib/gridcity, and starts it when systemd runs this machine.
   --no-start             install and enable, but do not start now
 
 The flags are stored in /etc/gridcity/coordinator.env; re-run with other values to change them.
+GRIDCITY_STORE=postgres://… in the environment (sudo --preserve-env=GRIDCITY_STORE) is written
+there too: a coordinator of several on one PostgreSQL. The file is mode 0600 (root).
 Environment: GRIDCITY_PREFIX, GRIDCITY_ETC, GRIDCITY_DATA, GRIDCITY_UNIT_DIR, GRIDCITY_USER.
 EOF
 }
@@ -84,6 +93,14 @@ for v in PREFIX ETC DATA UNIT_DIR; do
 	case $p in *[!A-Za-z0-9/._+-]*) die "GRIDCITY_$v=$p: use only letters, digits and / . _ + - (the path goes into a systemd unit)" ;; esac
 done
 case $SVC_USER in '' | *[!a-z0-9_-]*) die "GRIDCITY_USER=$SVC_USER: not a user name" ;; esac
+# The store URL, for coordinator.env, single-quoted there (systemd and sh both read it).
+store=${GRIDCITY_STORE:-}
+case $store in
+"") ;;
+*[[:space:]\'\"\\]*) die "GRIDCITY_STORE: the URL holds a space, a quote or a backslash: percent-encode it (a ' in a password is %27)" ;;
+postgres://?* | postgresql://?*) ;;
+*) die "GRIDCITY_STORE: want postgres://USER:PASSWORD@HOST:5432/DATABASE (or unset it for the embedded SQLite store)" ;;
+esac
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 UNIT_SRC=$HERE/systemd/gridcity.service
@@ -157,6 +174,8 @@ else
 #GRIDCITY_TLS_KEY=/etc/gridcity/tls.key
 #GRIDCITY_PUBLIC_HTTP=false
 #GRIDCITY_LOG_LEVEL=info
+# One of several coordinators on PostgreSQL (this file is root's alone, mode 0600):
+#GRIDCITY_STORE='postgres://USER:PASSWORD@HOST:5432/DATABASE'
 EOF
 fi
 # set_env KEY VALUE: replace the first KEY= or #KEY= line, drop other KEY= lines, else append.
@@ -171,9 +190,16 @@ set_env() {
 [ -z "$http" ] || set_env GRIDCITY_HTTP "$http"
 [ -z "$grpc" ] || set_env GRIDCITY_GRPC "$grpc"
 [ -z "$advertise" ] || set_env GRIDCITY_ADVERTISE "$advertise"
-if install_file "$tmp/env" "$ENVFILE" 0644; then
+[ -z "$store" ] || set_env GRIDCITY_STORE "'$store'"
+if install_file "$tmp/env" "$ENVFILE" 0600; then
 	say "wrote $ENVFILE"
 	changed=1
+fi
+# Root's alone, also when an earlier installer left it readable: it may hold the store's password.
+if [ "$(stat -c %a "$ENVFILE")" != 600 ] || [ "$(stat -c %u "$ENVFILE")" != 0 ]; then
+	chown 0:0 "$ENVFILE"
+	chmod 0600 "$ENVFILE"
+	say "made $ENVFILE root's alone (0600): it may hold the store's password"
 fi
 # env_value KEY: the value in coordinator.env (last uncommented line), quotes removed.
 env_value() {
@@ -214,26 +240,34 @@ if install_file "$tmp/gridcity.service" "$UNIT_DIR/gridcity.service" 0644; then
 	changed=1
 fi
 
-# How to run the CLI as the service user, so that every file in $DATA stays its own.
+# How to run the CLI as the service user, so that every file in $DATA stays its own; with the
+# store in PostgreSQL, with GRIDCITY_STORE from coordinator.env, which only root reads.
 if [ "$SVC_USER" = root ]; then
-	as_user=""
+	as_user="" run_as=""
 elif command -v sudo >/dev/null 2>&1; then
-	as_user="sudo -u $SVC_USER "
+	as_user="sudo -u $SVC_USER " run_as="runuser -u $SVC_USER -- "
 else
-	as_user="runuser -u $SVC_USER -- "
+	as_user="runuser -u $SVC_USER -- " run_as=$as_user
 fi
+cli() { # ARGS…: the command line that runs `gridcity ARGS…` as the service user
+	if [ -n "$(env_value GRIDCITY_STORE)" ]; then
+		printf "sudo sh -c 'set -a; . %s; set +a; exec %s%s %s'" "$ENVFILE" "$run_as" "$dest" "$*"
+	else
+		printf '%s%s %s' "$as_user" "$dest" "$*"
+	fi
+}
 
 next_steps() {
 	cat <<EOF
 
 Add a server: mint a join line here (valid 1 h, one agent; --reusable --ttl 24h for many) ...
-  ${as_user}$dest join --data $DATA
+  $(cli join --data "$DATA")
 ... and run the agent installer there, as root, with the line it prints:
   deploy/install-agent.sh "gridcity://HOST:PORT/TOKEN/sha256:HEX"
 
 Connect an AI client (prints the MCP endpoint, the token and a Claude Code command):
-  ${as_user}$dest mcp --data $DATA
-  ${as_user}$dest mcp --data $DATA --json
+  $(cli mcp --data "$DATA")
+  $(cli mcp --data "$DATA" --json)
 EOF
 	if [ -f "$DATA/admin-password" ]; then
 		printf '\nThe approval app'"'"'s admin password is in %s (readable by root and %s).\n' "$DATA/admin-password" "$SVC_USER"
@@ -250,14 +284,18 @@ if [ ! -d /run/systemd/system ] || [ "$unit_loaded" = 0 ]; then
 	else
 		say "systemd is not running here (PID 1 is $(cat /proc/1/comm 2>/dev/null || echo unknown)), so nothing was enabled or started."
 	fi
-	say "Start the coordinator by hand, as $SVC_USER with the settings in $ENVFILE (it runs in the foreground):"
-	inner="set -a; . $ENVFILE; set +a; exec $dest serve --data $DATA"
+	say "Start the coordinator by hand, as $SVC_USER with the settings in $ENVFILE (it runs in the foreground; root reads the file):"
 	if [ "$SVC_USER" = root ]; then
-		printf "\n  sh -c '%s'\n" "$inner"
+		as=""
 	elif command -v runuser >/dev/null 2>&1; then
-		printf "\n  runuser -u %s -- sh -c '%s'\n" "$SVC_USER" "$inner"
+		as="runuser -u $SVC_USER -- "
 	else
-		printf "\n  su -s /bin/sh %s -c '%s'\n" "$SVC_USER" "$inner"
+		as="su -s /bin/sh $SVC_USER -c "
+	fi
+	if [ "${as#su }" != "$as" ]; then
+		printf "\n  sh -c 'set -a; . %s; set +a; exec %s\"exec %s serve --data %s\"'\n" "$ENVFILE" "$as" "$dest" "$DATA"
+	else
+		printf "\n  sh -c 'set -a; . %s; set +a; exec %s%s serve --data %s'\n" "$ENVFILE" "$as" "$dest" "$DATA"
 	fi
 	next_steps
 	exit 0

@@ -123,6 +123,7 @@ assert_grep "GRIDCITY_GRPC=127.0.0.1:$GP" "$ETC/coordinator.env"
 assert_grep "GRIDCITY_ADVERTISE=127.0.0.1:$GP" "$ETC/coordinator.env"
 assert_grep "ExecStart=$PREFIX/gridcity serve --data $DATA" "$UNITS/gridcity.service"
 assert_grep "EnvironmentFile=-$ETC/coordinator.env" "$UNITS/gridcity.service"
+assert_mode "$ETC/coordinator.env" 600
 assert_grep "User=$SVC_USER" "$UNITS/gridcity.service"
 assert_grep "ReadWritePaths=$DATA" "$UNITS/gridcity.service"
 assert_mode "$DATA" 700
@@ -139,6 +140,28 @@ sum=$(cat "$ETC/coordinator.env" "$UNITS/gridcity.service" | cksum)
 	>"$LOGS/install-coordinator-2.out" 2>&1 || { cat "$LOGS/install-coordinator-2.out"; fail "re-running install-coordinator.sh failed"; }
 [ "$(cat "$ETC/coordinator.env" "$UNITS/gridcity.service" | cksum)" = "$sum" ] || fail "re-running changed coordinator.env or the unit"
 ok "coordinator.env and the unit unchanged"
+
+step "install-coordinator.sh with GRIDCITY_STORE: the URL goes into coordinator.env, root's alone"
+# Beside the installation above (its own etc, data and unit), so that it keeps its SQLite store.
+ETC2=$T/etc2/gridcity
+mkdir -p "$ETC2"
+printf 'GRIDCITY_LOG_LEVEL=info\n' >"$ETC2/coordinator.env"
+chmod 0644 "$ETC2/coordinator.env" # as an earlier installer left it
+inst2=("${inst_env[@]}" GRIDCITY_ETC="$ETC2" GRIDCITY_DATA="$T/var/lib/gridcity2" GRIDCITY_UNIT_DIR="$T/etc2/systemd")
+url="postgres://gridcity:pa%27ss@db.example.com:5432/gridcity?sslmode=verify-full&pool_max_conns=20"
+if out=$("${inst2[@]}" GRIDCITY_STORE="mysql://x@db/gridcity" bash "$DEPLOY/install-coordinator.sh" --binary "$BIN/gridcity" --no-start 2>&1); then
+	fail "install-coordinator.sh took GRIDCITY_STORE=mysql://…"
+fi
+case $out in *"want postgres://"*) ok "a URL that is not postgres:// is refused: $out" ;; *) fail "GRIDCITY_STORE=mysql://… said: $out" ;; esac
+"${inst2[@]}" GRIDCITY_STORE="$url" bash "$DEPLOY/install-coordinator.sh" --binary "$BIN/gridcity" --no-start \
+	>"$LOGS/install-coordinator-store.out" 2>&1 || { cat "$LOGS/install-coordinator-store.out"; fail "install-coordinator.sh with GRIDCITY_STORE failed"; }
+assert_mode "$ETC2/coordinator.env" 600
+[ "$(stat -c %U "$ETC2/coordinator.env")" = root ] || fail "$ETC2/coordinator.env is owned by $(stat -c %U "$ETC2/coordinator.env"), want root"
+assert_grep "GRIDCITY_LOG_LEVEL=info" "$ETC2/coordinator.env"
+[ "$(sh -c '. "$1"; printf %s "$GRIDCITY_STORE"' sh "$ETC2/coordinator.env")" = "$url" ] || fail "sourcing $ETC2/coordinator.env does not give GRIDCITY_STORE=$url: $(cat "$ETC2/coordinator.env")"
+! grep -q "pa%27ss" "$LOGS/install-coordinator-store.out" || fail "install-coordinator.sh printed the store's password"
+assert_grep "sudo sh -c 'set -a; . $ETC2/coordinator.env; set +a; exec runuser -u $SVC_USER -- $PREFIX/gridcity join --data $T/var/lib/gridcity2'" "$LOGS/install-coordinator-store.out"
+ok "GRIDCITY_STORE written quoted, the file 0600 root's; the CLI lines read it as root"
 
 if command -v systemd-analyze >/dev/null 2>&1; then
 	step "systemd-analyze verify on the installed coordinator unit"

@@ -5,7 +5,9 @@
 # MCP client next to `ssh localhost` running the same command (Debian's
 # openssh-server on a loopback port of its own); the coordinator's memory
 # and CPU per connected agent and its tools' latency with 1,000 and 10,000
-# simulated agents; every tool's answer size in both forms on a simulated
+# simulated agents; three replicas on one PostgreSQL: the failover time of
+# 1,000 simulated agents when their replica is killed, and each replica's
+# memory and CPU per agent with 10,000 spread over the three; every tool's answer size in both forms on a simulated
 # fleet of 10,000 servers, beside the sizes before the budgets; and the Go
 # benchmarks. Writes bench/report.json and
 # bench/report.md and prints the table. A benchmark, not a test: it exits
@@ -29,6 +31,13 @@
 #   BENCH_AGENTS_RATE     simulated agents connecting per second (default 50)
 #   BENCH_AGENTS_CALLS    calls of list_servers and of incident_report at
 #                         each size (default 20)
+#   BENCH_HA_FAILOVER  simulated agents whose replica is killed, of three on
+#                      one PostgreSQL (default 1000; 0 skips it)
+#   BENCH_HA_SPREAD    simulated agents spread over three replicas on one
+#                      PostgreSQL, next to the single coordinator with as
+#                      many in BENCH_AGENTS (default 10000; 0 skips it)
+#   BENCH_HA_RATE      agents starting per second over the three (default 150:
+#                      50 each, BENCH_AGENTS_RATE's default)
 #   BENCH_OUT      where the report goes (default bench)
 #   BENCH_KEEP=1   keep the temporary directory with the logs
 set -euo pipefail
@@ -58,6 +67,8 @@ cleanup() {
     sleep 0.1
   done
   for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  # The replicas' PostgreSQL, after the replicas (and before waiting for every child).
+  if declare -F pg_stop >/dev/null; then pg_stop; fi
   wait 2>/dev/null || true
   pids=()
   # sshd's privilege separation directory, when this script made it.
@@ -279,6 +290,81 @@ if [ "$AGENT_SIZES" != 0 ]; then
   done
 fi
 
+# Three replicas on one PostgreSQL (Debian's, a cluster of its own in $tmp,
+# on loopback, default durability), a fresh database and fresh replicas for
+# each measure: failover (every agent on the first replica, which is killed
+# with -9; each agent's time until its stream is up on a survivor) and
+# spread (the agents round the three; each replica's memory and CPU per
+# agent, as for one coordinator above).
+HA_FAILOVER=${BENCH_HA_FAILOVER:-1000}
+HA_SPREAD=${BENCH_HA_SPREAD:-10000}
+HA_RATE=${BENCH_HA_RATE:-150}
+ha=()
+die() { say "$*"; exit 1; }
+# healthy HOST:PORT: /healthz answers ok within 10 s (the port is bound
+# before the coordinator has set itself up in the store).
+healthy() {
+  for _ in $(seq 1 200); do
+    (exec 3<>"/dev/tcp/${1%:*}/${1##*:}" && printf 'GET /healthz HTTP/1.0\r\nHost: %s\r\n\r\n' "$1" >&3 && grep -q '"status":"ok"' <&3) 2>/dev/null && return 0
+    sleep 0.05
+  done
+  say "$1/healthz did not answer ok within 10 s"; return 1
+}
+ha_replicas() { # DATABASE: three replicas on it, one after another; ha_args names them for the driver
+  local k data
+  pg_createdb "$1" "$tmp/ha-postgres.log"
+  export GRIDCITY_STORE="postgres://postgres:$(cat "$tmp/ha/pg-password")@127.0.0.1:$pg_port/$1?sslmode=disable"
+  ha_args=()
+  for k in 1 2 3; do
+    mapfile -t hp < <("$tmp/gridcity-bench" ports 2)
+    data="$tmp/ha/$1-c$k"
+    bin/gridcity serve --data "$data" --http "127.0.0.1:${hp[0]}" --grpc "127.0.0.1:${hp[1]}" \
+      --advertise "127.0.0.1:${hp[1]}" >"$tmp/ha-$1-c$k.log" 2>&1 &
+    pids+=($!)
+    wait_port "127.0.0.1:${hp[0]}" "${pids[-1]}" "replica $k on $1"
+    wait_port "127.0.0.1:${hp[1]}" "${pids[-1]}" "replica $k on $1"
+    healthy "127.0.0.1:${hp[0]}"
+    ha_args+=(-replica "${pids[-1]},$data,127.0.0.1:${hp[0]}")
+  done
+}
+ha_measure() { # failover|spread N: the driver, its figures in $tmp/ha-KIND.json
+  local rc=0 why
+  # Failover waits a little before the kill; spread settles and measures as
+  # the single coordinator does above, so that the two compare.
+  local -a ha_window=(-settle 5)
+  [ "$1" = failover ] || ha_window=(-settle "$AGENTS_SETTLE" -seconds "$AGENTS_SECONDS")
+  say "three replicas on PostgreSQL: $1 with $2 simulated agents"
+  ha_replicas "ha_$1"
+  "$tmp/gridcity-bench" "$1" "${ha_args[@]}" -n "$2" -gridcity bin/gridcity -rate "$HA_RATE" \
+    "${ha_window[@]}" -clk-tck "$(getconf CLK_TCK)" -out "$tmp/ha-$1.json" 2>&1 | tee "$tmp/ha-$1-driver.log" >&2 || rc=$?
+  why=$({ grep -v '^gridcity-bench: agents: ' "$tmp/ha-$1-driver.log" || true; } | tail -3 | tr '\n' ' ' | head -c 800)
+  case $rc in
+  0) ha+=("-ha-$1" "$tmp/ha-$1.json") ;;
+  3) say "the replicas did not hold $2 simulated agents on this machine; the report says so"; ha+=(-ha-error "$1, $2 agents: $why") ;;
+  *) say "replicas: $1 could not be measured; the report says so"; ha+=(-ha-error "$1, $2 agents: $why"); failed=1 ;;
+  esac
+  cleanup_procs
+  unset GRIDCITY_STORE
+}
+if [ "$HA_FAILOVER" != 0 ] || [ "$HA_SPREAD" != 0 ]; then
+  . scripts/lib/postgres.sh
+  if ! (pg_find) >/dev/null 2>&1; then
+    say "PostgreSQL is not installed (apt-get install postgresql): no replica figures"
+    ha+=(-ha-error "PostgreSQL is not installed (apt-get install postgresql)")
+  else
+    hard=$(ulimit -Hn)
+    if [ "$hard" != unlimited ] && [ "$(ulimit -Sn)" != "$hard" ]; then ulimit -Sn "$hard" || true; fi
+    pg_find
+    mkdir -p "$tmp/ha"
+    pg_place "$tmp/ha" "$tmp" "$tmp/ha"
+    pg_init "$tmp/ha/pg-password" "$tmp/ha-postgres.log"
+    pg_start "$("$tmp/gridcity-bench" ports 1)" "$tmp/ha-postgres.log"
+    [ "$HA_FAILOVER" = 0 ] || ha_measure failover "$HA_FAILOVER"
+    [ "$HA_SPREAD" = 0 ] || ha_measure spread "$HA_SPREAD"
+    pg_stop
+  fi
+fi
+
 commit=$(git rev-parse --short HEAD 2>/dev/null || true)
 [ -n "$commit" ] && [ -n "$(git status --porcelain -- agent proto coordinator 2>/dev/null)" ] && commit="$commit with uncommitted changes in agent/, proto/ or coordinator/"
 # The graph behind incident_report and get_topology, on a synthetic fleet of
@@ -301,5 +387,5 @@ if go test -c -o "$tmp/graph.test" ./coordinator/internal/graph >"$tmp/graph-bui
 else
   cat "$tmp/graph-build.log" >&2
 fi
-"$tmp/gridcity-bench" report -live "$tmp/live.json" "${latency[@]}" "${agents[@]}" "${gotest[@]}" "${graphbench[@]}" -commit "$commit" -out "$OUT"
+"$tmp/gridcity-bench" report -live "$tmp/live.json" "${latency[@]}" "${agents[@]}" "${ha[@]}" "${gotest[@]}" "${graphbench[@]}" -commit "$commit" -out "$OUT"
 exit "$failed"

@@ -113,38 +113,54 @@ type agentsConfig struct {
 func cmdAgents(args []string) error {
 	fs := flag.NewFlagSet("agents", flag.ContinueOnError)
 	c := agentsConfig{Log: os.Stderr}
-	fs.IntVar(&c.N, "n", 1000, "simulated agents")
 	fs.IntVar(&c.PID, "pid", 0, "pid of the `gridcity serve` to measure (freshly started, no agents yet)")
 	fs.StringVar(&c.Data, "data", "", "its data directory")
-	fs.StringVar(&c.Gridcity, "gridcity", "bin/gridcity", "the gridcity binary (for `join --reusable` and `mcp --json`)")
-	baseline := fs.Int("baseline", 5, "seconds of measuring the coordinator with no agents")
-	settle := fs.Int("settle", 15, "seconds between the last stream's start and the window")
-	seconds := fs.Int("seconds", 30, "length of the window, s")
-	fs.DurationVar(&c.Heartbeat, "heartbeat", 5*time.Second, "each agent's heartbeat interval (the coordinator's default settings)")
-	fs.DurationVar(&c.Change, "change", 5*time.Second, "each agent's interval between CPU and memory changes, ±10 % (the fast tier)")
 	fs.IntVar(&c.Parallel, "parallel", 4, "enrollments at a time (the coordinator writes each with an fsync, one at a time: more only queue for its store)")
 	fs.IntVar(&c.Rate, "rate", 50, "agents starting per second while ramping up")
 	fs.IntVar(&c.Calls, "calls", 20, "calls of list_servers and of incident_report")
-	fs.IntVar(&c.ClkTck, "clk-tck", 100, "clock ticks per second (getconf CLK_TCK)")
+	parse := fleetFlags(fs, &c)
 	out := fs.String("out", "", "write the figures here (JSON)")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(args); err != nil {
 		return err
 	}
 	if *out == "" {
 		return errors.New("agents needs -out")
 	}
-	c.Baseline, c.Settle, c.Window = time.Duration(*baseline)*time.Second, time.Duration(*settle)*time.Second, time.Duration(*seconds)*time.Second
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	res, err := runAgents(ctx, c)
 	if err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(res, "", "  ")
+	return writeJSON(*out, res)
+}
+
+// fleetFlags defines the flags of a simulated fleet's run, agents' and the
+// replicas' alike; parse parses them into c.
+func fleetFlags(fs *flag.FlagSet, c *agentsConfig) (parse func([]string) error) {
+	fs.IntVar(&c.N, "n", 1000, "simulated agents")
+	fs.StringVar(&c.Gridcity, "gridcity", "bin/gridcity", "the gridcity binary (for `join --reusable` and `mcp --json`)")
+	baseline := fs.Int("baseline", 5, "seconds of measuring the coordinators with no agents")
+	settle := fs.Int("settle", 15, "seconds between the last stream's start and the window (failover: the kill)")
+	seconds := fs.Int("seconds", 30, "length of the window, s")
+	fs.DurationVar(&c.Heartbeat, "heartbeat", 5*time.Second, "each agent's heartbeat interval (the coordinator's default settings)")
+	fs.DurationVar(&c.Change, "change", 5*time.Second, "each agent's interval between CPU and memory changes, ±10 % (the fast tier)")
+	fs.IntVar(&c.ClkTck, "clk-tck", 100, "clock ticks per second (getconf CLK_TCK)")
+	return func(args []string) error {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		c.Baseline, c.Settle, c.Window = time.Duration(*baseline)*time.Second, time.Duration(*settle)*time.Second, time.Duration(*seconds)*time.Second
+		return nil
+	}
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(*out, append(b, '\n'), 0o644)
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
 func (c agentsConfig) validate() error {
@@ -221,7 +237,7 @@ func runAgents(ctx context.Context, c agentsConfig) (agentsRun, error) {
 		return res, err
 	}
 	t0 := time.Now()
-	ids, ca, retries, err := enrollAll(ctx, jl, c.N, c.Parallel)
+	ids, ca, retries, err := enrollAll(ctx, []gridcityv1.JoinLine{jl}, c.N, c.Parallel)
 	if err != nil {
 		return res, err
 	}
@@ -247,15 +263,7 @@ func runAgents(ctx context.Context, c agentsConfig) (agentsRun, error) {
 	tick := time.NewTicker(time.Second / time.Duration(c.Rate))
 	defer tick.Stop()
 	lastLog := t0
-	// A fleet whose streams end faster than they come back is a reconnect
-	// storm: stop there rather than wait.
-	storm := func() error {
-		if n := f.reconnects.Load(); n > int64(c.N)/2+10 {
-			return fmt.Errorf("%w: %d streams ended while %d of %d agents were starting (%d up); streams ended: %s",
-				errNotHeld, n, started, c.N, f.connected.Load(), strings.Join(f.endCauses(), "; "))
-		}
-		return nil
-	}
+	storm := func() error { return f.storm(started, c.N) }
 	for ; started < c.N; started++ {
 		select {
 		case <-tick.C:
@@ -395,10 +403,10 @@ func runAgents(ctx context.Context, c agentsConfig) (agentsRun, error) {
 	return res, nil
 }
 
-// enrollAll enrolls n agents, parallel at a time, and returns their
-// identities and the CA they all pinned. A busy coordinator's refusal is
-// tried again, up to three times.
-func enrollAll(ctx context.Context, jl gridcityv1.JoinLine, n, parallel int) ([]simIdentity, *x509.Certificate, int64, error) {
+// enrollAll enrolls n agents, parallel at a time, agent i with join line
+// jls[i % len(jls)], and returns their identities and the CA they all
+// pinned. A busy coordinator's refusal is tried again, up to three times.
+func enrollAll(ctx context.Context, jls []gridcityv1.JoinLine, n, parallel int) ([]simIdentity, *x509.Certificate, int64, error) {
 	ids := make([]simIdentity, n)
 	cas := make([]*x509.Certificate, n)
 	var next, retries atomic.Int64
@@ -414,7 +422,7 @@ func enrollAll(ctx context.Context, jl gridcityv1.JoinLine, n, parallel int) ([]
 				}
 				var err error
 				for try := 0; ; try++ {
-					ids[i], cas[i], err = enrollSim(ctx, jl, simfleet.Name(i))
+					ids[i], cas[i], err = enrollSim(ctx, jls[i%len(jls)], simfleet.Name(i))
 					if err == nil || try == 3 || !transient(err) {
 						break
 					}
@@ -510,17 +518,26 @@ func connectedAgents(ctx context.Context, base string) (int, error) {
 }
 
 func waitStreams(ctx context.Context, base string, n int, within time.Duration) error {
+	return waitUntil(ctx, within, func() (bool, string, error) {
+		got, err := connectedAgents(ctx, base)
+		return got == n, fmt.Sprintf("the coordinator counts %d agents connected after %s, want %d", got, within, n), err
+	})
+}
+
+// waitUntil polls check every 200 ms until it holds, and fails with what
+// check last said once within has passed.
+func waitUntil(ctx context.Context, within time.Duration, check func() (ok bool, why string, err error)) error {
 	deadline := time.Now().Add(within)
 	for {
-		got, err := connectedAgents(ctx, base)
+		ok, why, err := check()
 		if err != nil {
 			return err
 		}
-		if got == n {
+		if ok {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the coordinator counts %d agents connected after %s, want %d", got, within, n)
+			return errors.New(why)
 		}
 		select {
 		case <-time.After(200 * time.Millisecond):

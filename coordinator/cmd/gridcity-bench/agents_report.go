@@ -20,15 +20,14 @@ func agentsRows(r agentsRun) []Row {
 	size := fmtCount(r.Agents) + " agents"
 	c, b := r.Coordinator, r.Baseline
 	mib := func(kib uint64) float64 { return float64(kib) / 1024 }
-	perAgent := (float64(c.RSS) - float64(b.RSS)) / n
+	perAgent := rssPerAgent(c, b, r.Agents)
 	anonPerAgent := (float64(c.Anon) - float64(b.Anon)) / n
 	secs := float64(max(r.Seconds, 1))
-	cpuMsPerS := float64(c.CPUNs) / 1e6 / secs
-	baseMsPerS := float64(b.CPUNs) / 1e6 / float64(max(r.BaselineSeconds, 1))
+	winMsPerS, baseMsPerS := cpuMsPerS(c, r.Seconds), cpuMsPerS(b, r.BaselineSeconds)
 	msgs := float64(r.Heartbeats + r.Changes)
 	var perMsg float64
 	if msgs > 0 {
-		perMsg = (cpuMsPerS - baseMsPerS) * secs * 1000 / msgs
+		perMsg = (winMsPerS - baseMsPerS) * secs * 1000 / msgs
 	}
 	statMs := float64(c.StatTicks) * 1000 / float64(max(r.ClkTck, 1))
 
@@ -51,11 +50,11 @@ func agentsRows(r agentsRun) []Row {
 				"largest sample %.1f MiB. Of it, anonymous memory (RssAnon: heap, stacks) %.1f KiB per agent. The coordinator then held %d open files and %d threads. "+
 				"The driver holding all %d simulated agents used %.1f MiB itself. %s",
 			r.Seconds, size, mib(c.RSS), mib(b.RSS), r.BaselineSeconds, r.Agents, mib(c.RSSMax), anonPerAgent, r.CoordinatorFDs, c.Threads, r.Agents, mib(r.Driver.RSS), noPeer)},
-		{Name: "coordinator CPU per 1,000 agents, " + size, Unit: "ms/s", Value: round3((cpuMsPerS - baseMsPerS) / n * 1000), Notes: fmt.Sprintf(
+		{Name: "coordinator CPU per 1,000 agents, " + size, Unit: "ms/s", Value: round3(cpuPer1000(c, b, r.Seconds, r.BaselineSeconds, r.Agents)), Notes: fmt.Sprintf(
 			"CPU time (all threads' schedstat) per second of the %d s window, less the %.2f ms/s of the same process with no agents, per 1,000 agents. "+
 				"In all %.1f%% of one CPU for %s, which sent %d heartbeats and %d CPU/memory changes in the window (%.0f messages/s, %.0f µs of coordinator CPU each). "+
 				"Cross-check with utime+stime: %.0f ms. The driver used %.1f%% of one CPU on the same machine; the machine's CPUs were %.0f%% busy. %s",
-			r.Seconds, baseMsPerS, cpuMsPerS/10, size, r.Heartbeats, r.Changes, msgs/secs, perMsg, statMs,
+			r.Seconds, baseMsPerS, winMsPerS/10, size, r.Heartbeats, r.Changes, msgs/secs, perMsg, statMs,
 			float64(r.Driver.CPUNs)/1e7/secs, r.MachineBusy, noPeer)},
 		lat("list_servers", r.ListServers, 50),
 		lat("list_servers", r.ListServers, 95),

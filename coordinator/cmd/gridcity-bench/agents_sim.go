@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,8 +60,11 @@ func transient(err error) bool {
 
 // simFleet runs the simulated agents' streams from one process.
 type simFleet struct {
-	addr  string
+	addr  string // where an agent connects first, unless its own addr says
 	roots *x509.CertPool
+	// up, if set, is called whenever an agent's stream is up (its settings
+	// arrived) on the coordinator at addr.
+	up func(a *simAgent, addr string)
 	// heartbeat and change are the intervals of heartbeats and of CPU and
 	// memory changes (the coordinator's default settings: 5 s both).
 	heartbeat, change time.Duration
@@ -73,6 +77,38 @@ type simFleet struct {
 	mu      sync.Mutex
 	lastErr error
 	causes  map[string]int // why streams ended, by status code and message
+	// replicas are the coordinators the agents were told of (a Replicas
+	// message), which gridcity-agent keeps in its state directory.
+	replicas []string
+}
+
+// setReplicas keeps the coordinators' addresses a stream sent.
+func (f *simFleet) setReplicas(addrs []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.replicas = slices.Clone(addrs)
+}
+
+// knownReplicas is how many coordinators the agents were told of.
+func (f *simFleet) knownReplicas() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.replicas)
+}
+
+// after is where agent a connects once addr failed, as gridcity-agent
+// chooses (link.coordinators.after): the next in the order of its first
+// address then the replicas it was told of, round to the first.
+func (f *simFleet) after(a *simAgent, addr string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	order := []string{cmp.Or(a.addr, f.addr)}
+	for _, r := range f.replicas {
+		if !slices.Contains(order, r) {
+			order = append(order, r)
+		}
+	}
+	return order[(slices.Index(order, addr)+1)%len(order)]
 }
 
 func (f *simFleet) fail(name string, err error) {
@@ -102,6 +138,17 @@ func (f *simFleet) endCauses() []string {
 	return out
 }
 
+// storm says whether the fleet is in a reconnect storm while started of
+// its n agents have started: its streams end faster than they come back
+// (more than half as many ends as agents), so waiting longer is no use.
+func (f *simFleet) storm(started, n int) error {
+	if ended := f.reconnects.Load(); ended > int64(n)/2+10 {
+		return fmt.Errorf("%w: %d streams ended while %d of %d agents were starting (%d up); streams ended: %s",
+			errNotHeld, ended, started, n, f.connected.Load(), strings.Join(f.endCauses(), "; "))
+	}
+	return nil
+}
+
 func (f *simFleet) lastError() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -112,6 +159,7 @@ func (f *simFleet) lastError() error {
 // simulated fleet and its state.
 type simAgent struct {
 	i     int
+	addr  string // the coordinator it enrolled with and connects to first (empty: the fleet's)
 	id    simIdentity
 	hello *gridcityv1.Hello
 	full  *gridcityv1.StateUpdate
@@ -119,13 +167,15 @@ type simAgent struct {
 }
 
 // run keeps the agent connected until ctx ends, reconnecting the way
-// gridcity-agent does (equal-jitter backoff from 1 s). ready is called
-// whenever a stream's settings arrive.
+// gridcity-agent does (equal-jitter backoff from 1 s, each attempt to the
+// next coordinator it knows). ready is called whenever a stream's settings
+// arrive.
 func (f *simFleet) run(ctx context.Context, a *simAgent, ready func()) {
 	attempt := 0
+	addr := cmp.Or(a.addr, f.addr)
 	for {
 		start := time.Now()
-		err := f.session(ctx, a, ready)
+		err := f.session(ctx, a, addr, ready)
 		if ctx.Err() != nil {
 			return
 		}
@@ -135,6 +185,7 @@ func (f *simFleet) run(ctx context.Context, a *simAgent, ready func()) {
 			return
 		}
 		f.reconnects.Add(1)
+		addr = f.after(a, addr)
 		if time.Since(start) > time.Minute {
 			attempt = 0
 		}
@@ -151,8 +202,8 @@ func (f *simFleet) run(ctx context.Context, a *simAgent, ready func()) {
 // session runs one stream: hello, the full state, then heartbeats and
 // changes from timers (no goroutine of its own while idle), and receives
 // until the stream breaks.
-func (f *simFleet) session(ctx context.Context, a *simAgent, ready func()) error {
-	conn, err := grpc.NewClient(f.addr,
+func (f *simFleet) session(ctx context.Context, a *simAgent, addr string, ready func()) error {
+	conn, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
 			Certificates: []tls.Certificate{a.id.cert}, RootCAs: f.roots,
 			ServerName: gridcityv1.CoordinatorServerName, MinVersion: tls.VersionTLS13,
@@ -240,10 +291,16 @@ func (f *simFleet) session(ctx context.Context, a *simAgent, ready func()) error
 		if err != nil {
 			return err
 		}
+		if r := m.GetReplicas(); r != nil {
+			f.setReplicas(r.GetGrpcAddresses())
+		}
 		if !up && m.GetSettings() != nil {
 			up = true
 			f.connected.Add(1)
 			ready()
+			if f.up != nil {
+				f.up(a, addr)
+			}
 		}
 	}
 }

@@ -9,6 +9,8 @@
 //	gridcity-bench measure -agent-pid P -agent-log F -exporter-pid P -exporter-url U -out live.json
 //	gridcity-bench latency -http ADDR -data DIR -server NAME -ssh-port P -ssh-key K -ssh-config F -ssh-control S -out latency.json
 //	gridcity-bench agents  -n N -pid P -data DIR -gridcity bin/gridcity -out agents-N.json
+//	gridcity-bench failover -replica PID,DATA,HTTP … -n 1000 -out failover.json   (GRIDCITY_STORE set)
+//	gridcity-bench spread   -replica PID,DATA,HTTP … -n 10000 -out spread.json    (GRIDCITY_STORE set)
 //	gridcity-bench report  -live live.json [-latency latency.json] [-agents agents-N.json …] [-gotest collect.test -gotest-dir DIR] -out bench
 package main
 
@@ -33,7 +35,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: gridcity-bench ports|measure|latency|agents|report [flags]")
+		return errors.New("usage: gridcity-bench ports|measure|latency|agents|failover|spread|report [flags]")
 	}
 	switch args[0] {
 	case "ports":
@@ -44,10 +46,12 @@ func run(args []string) error {
 		return cmdLatency(args[1:])
 	case "agents":
 		return cmdAgents(args[1:])
+	case "failover", "spread":
+		return cmdHA(args[0], args[1:])
 	case "report":
 		return cmdReport(args[1:])
 	}
-	return fmt.Errorf("unknown command %q: use ports, measure, latency, agents or report", args[0])
+	return fmt.Errorf("unknown command %q: use ports, measure, latency, agents, failover, spread or report", args[0])
 }
 
 // cmdPorts prints N free loopback TCP ports, one a line. They are held open

@@ -45,6 +45,10 @@ func cmdReport(args []string) error {
 	var agentsFiles, agentsErrs multi
 	fs.Var(&agentsFiles, "agents", "the figures `agents` wrote for one fleet size (repeatable: 1,000 and 10,000 agents)")
 	fs.Var(&agentsErrs, "agents-error", "why a fleet size was not measured (repeatable; noted in the report)")
+	haFailoverPath := fs.String("ha-failover", "", "the figures `failover` wrote (replicas on PostgreSQL)")
+	haSpreadPath := fs.String("ha-spread", "", "the figures `spread` wrote (replicas on PostgreSQL)")
+	var haErrs multi
+	fs.Var(&haErrs, "ha-error", "why a replicas figure was not measured (repeatable; noted in the report)")
 	var more multi
 	fs.Var(&more, "gobench", "more Go benchmarks, BIN|DIR|REGEXP|WHAT (repeatable; WHAT says what one op is): e.g. the graph's incident report on 10,000 targets")
 	commit := fs.String("commit", "", "the commit measured")
@@ -97,6 +101,14 @@ func cmdReport(args []string) error {
 	}
 	for _, e := range agentsErrs {
 		skipped = append(skipped, "Coordinator with simulated agents not measured: "+e)
+	}
+	haRows, err := replicaRows(*haFailoverPath, *haSpreadPath, fleets)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, haRows...)
+	for _, e := range haErrs {
+		skipped = append(skipped, "Replicas on PostgreSQL not measured: "+e)
 	}
 
 	var benchErr error

@@ -92,7 +92,13 @@ func ensureAdmin(ctx context.Context, st store.Store, data string, stdout io.Wri
 	if err != nil {
 		return err
 	}
-	if err := st.CreateApprover(ctx, store.Approver{Name: "admin", PasswordHash: hash, CreatedAt: time.Now()}); err != nil {
+	if err := st.CreateApprover(ctx, store.Approver{Name: "admin", PasswordHash: hash, CreatedAt: time.Now()}); errors.Is(err, store.ErrExists) {
+		// Another coordinator on the same database, started at the same
+		// time, made admin between the look above and this create: its
+		// host has the password.
+		logger.Info("the approver admin was created by another coordinator on this store; its password is in that one's admin-password file")
+		return nil
+	} else if err != nil {
 		return err
 	}
 	path := filepath.Join(data, "admin-password")
