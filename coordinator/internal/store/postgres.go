@@ -145,6 +145,9 @@ var pgMigrations = []string{
 	// 4: approved commands handed to the replica holding their agent's
 	// stream, and each replica's public hand-off key (see handoffs.go).
 	handoffsPostgres,
+	// 5: each vantage point's latest check of a resource, shared by the
+	// replicas (see probechecks.go).
+	probeChecksTable,
 }
 
 // IsPostgresURL says whether a store URL names a PostgreSQL database.

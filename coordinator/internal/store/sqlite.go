@@ -176,6 +176,9 @@ var migrations = []string{
 	// 10: approved commands handed to the replica holding their agent's
 	// stream, and each replica's public hand-off key (see handoffs.go).
 	handoffsSQLite,
+	// 11: each vantage point's latest check of a resource, shared by the
+	// replicas (see probechecks.go).
+	probeChecksTable,
 }
 
 // OpenSQLite opens (creating if needed) the store at dir/gridcity.db.

@@ -166,6 +166,14 @@ type Store interface {
 	// ServersSeenSince returns the servers last seen at or after since,
 	// by name: what other replicas wrote of the servers they hold.
 	ServersSeenSince(ctx context.Context, since time.Time) ([]ServerRecord, error)
+	// PutProbeChecks records each vantage point's latest check of a
+	// resource, keeping a stored check that is newer, and forgets checks
+	// older than ProbeChecksKept before now. A check that fails validation
+	// is not written, the others are, and the error names it.
+	PutProbeChecks(ctx context.Context, checks []ProbeCheck, now time.Time) error
+	// ProbeChecks returns the checks made at or after since, by resource
+	// and vantage point.
+	ProbeChecks(ctx context.Context, since time.Time) ([]ProbeCheck, error)
 }
 
 // Incident is one spell of a target being a root cause.
