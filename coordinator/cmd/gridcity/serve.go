@@ -211,6 +211,17 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// Resources are probed from the agents of the servers that use them.
 	prober.SetAgents(api, topo.Vantages)
 	api.SetProbes(prober)
+	// One judgement for the fleet: replicas sharing a store elect a
+	// leader, which alone probes from the coordinator and records
+	// incidents; the others read what it records, and every replica
+	// shares the checks of the agents it holds.
+	var lead *replicas.Leader
+	var leads func() bool // nil: a lone coordinator judges on its own
+	if shared {
+		lead = replicas.NewLeader(logger)
+		leads = lead.Leads
+		prober.Share(resources.Shared{Store: st, Replica: heart.ID(), Leads: lead.Leads, Changed: lead.Changed})
+	}
 	tracker := incidents.New(st, func() (graph.Report, error) {
 		g, err := topo.Graph()
 		if err != nil {
@@ -229,6 +240,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		health := map[string]any{"status": "ok", "version": version, "agentsConnected": len(api.Connected())}
+		if shared { // which replica this is, and whether it does the fleet's judgement
+			health["replica"], health["leader"] = heart.ID(), lead.Leads()
+		}
 		// Still 200: this replica serves what it holds, as every other
 		// replica on the same store would.
 		if o, down := fl.StoreOutage(); down {
@@ -267,7 +281,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		wg.Go(func() { pg.Listen(ctx, store.RequestsChannel, logger, func(id string) { cmds.Changed(ctx, id) }) })
 	}
 	wg.Go(func() { prober.Run(ctx) })
-	wg.Go(func() { tracker.Run(ctx, 5*time.Second) })
+	if shared {
+		wg.Go(func() { pg.Lead(ctx, time.Second, logger, lead.Set) })
+	}
+	wg.Go(func() { tracker.Run(ctx, 5*time.Second, leads) })
 	wg.Go(func() { heart.Run(ctx) })
 	wg.Go(func() {
 		if err := gs.Serve(gl); err != nil {

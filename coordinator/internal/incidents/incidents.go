@@ -235,11 +235,27 @@ func (t *Tracker) reloadIfStale(err error) {
 
 // Run observes at once and then every interval until ctx is done, logging
 // failures; a failed Observe is retried at the next tick.
-func (t *Tracker) Run(ctx context.Context, every time.Duration) {
+//
+// When leads is given (replicas sharing a store), Run observes only while
+// it says this replica leads, so that incidents are recorded once, and
+// otherwise follows: it reads the open incidents the leader recorded, so
+// that every replica answers the same. Either way it does so at least
+// every FollowEvery, so that a change of leader or of incident reaches
+// every replica within seconds.
+func (t *Tracker) Run(ctx context.Context, every time.Duration, leads func() bool) {
+	if leads != nil {
+		every = min(every, FollowEvery)
+	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
-		if err := t.Observe(ctx, time.Now()); err != nil && ctx.Err() == nil {
+		var err error
+		if leads == nil || leads() {
+			err = t.Observe(ctx, time.Now())
+		} else {
+			err = t.Follow(ctx)
+		}
+		if err != nil && ctx.Err() == nil {
 			t.logger.Error("incidents not recorded", "err", err)
 		}
 		select {
@@ -248,6 +264,21 @@ func (t *Tracker) Run(ctx context.Context, every time.Duration) {
 		case <-tick.C:
 		}
 	}
+}
+
+// FollowEvery is how often replicas sharing a store observe (the leader)
+// or read the open incidents the leader recorded (the others).
+const FollowEvery = 2 * time.Second
+
+// Follow reads the open incidents from the store, as another replica (the
+// leader) recorded them. The next Observe reads them again, so that a
+// follower that becomes the leader starts from what is committed.
+func (t *Tracker) Follow(ctx context.Context) error {
+	t.work.Lock()
+	defer t.work.Unlock()
+	err := t.load(ctx)
+	t.loaded = false
+	return err
 }
 
 // Since returns when the open incident on target started: since when the

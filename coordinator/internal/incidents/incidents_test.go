@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -425,7 +426,7 @@ func TestRunAndConcurrentSince(t *testing.T) {
 	tr := New(st, f.report, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { tr.Run(ctx, time.Millisecond); close(done) }()
+	go func() { tr.Run(ctx, time.Millisecond, nil); close(done) }()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		if _, ok := tr.Since("cache"); ok {
@@ -449,4 +450,52 @@ func TestRunAndConcurrentSince(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// TestOneTrackerLeads: two replicas' trackers on one store, one leading.
+// The follower answers with the incident the leader opened; when the lead
+// moves, the new leader ends it; each incident is recorded once.
+func TestOneTrackerLeads(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, t.TempDir())
+	f := newFleet()
+	a, b := New(st, f.report, nil), New(st, f.report, nil)
+	var aLeads atomic.Bool
+	aLeads.Store(true)
+	run := func(tr *Tracker, leads func() bool) func() {
+		ctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { tr.Run(ctx, time.Millisecond, leads); close(done) }()
+		return func() { cancel(); <-done }
+	}
+	stopA := run(a, aLeads.Load)
+	defer stopA()
+	stopB := run(b, func() bool { return !aLeads.Load() })
+	defer stopB()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatal(what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	f.fail("cache", "EOF", t0)
+	waitFor("the follower never showed the leader's incident", func() bool { _, ok := b.Since("cache"); return ok })
+	if since, _ := b.Since("cache"); !since.Equal(t0) {
+		t.Fatalf("follower's Since(cache) = %v; want the leader's start %v", since, t0)
+	}
+	aLeads.Store(false) // the lead moves to b
+	f.recover("cache")
+	waitFor("the new leader never ended the incident", func() bool { _, ok := b.Since("cache"); return !ok })
+	waitFor("the old leader, now following, still shows the incident open", func() bool { _, ok := a.Since("cache"); return !ok })
+	hist, err := st.Incidents(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != 1 || hist[0].EndedAt.IsZero() {
+		t.Fatalf("history %+v; want one incident, ended", hist)
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -116,6 +117,10 @@ type Prober struct {
 	// version counts changes to what the topology shows of resources:
 	// status, troubled, reason, since.
 	version atomic.Uint64
+	// shared is set when replicas share the store (see Share); dirty holds
+	// the checks recorded here and not yet written to it.
+	shared *Shared
+	dirty  map[checkKey]bool
 }
 
 // Version changes whenever a resource's status, trouble, reason or since
@@ -161,19 +166,22 @@ func (p *Prober) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { p.assignLoop(ctx) })
 	wg.Go(func() { p.recheckLoop(ctx) })
+	wg.Go(func() { p.shareLoop(ctx) })
 	for _, r := range p.cfg.Resources {
 		interval, timeout := p.timing(r)
 		wg.Go(func() {
 			t := time.NewTicker(interval)
 			defer t.Stop()
 			for {
-				if !p.agentsProbe(r.ID) {
+				changed := p.leadChanged()
+				if !p.agentsProbe(r.ID) && p.leads() {
 					p.check(ctx, r, timeout)
 				}
 				select {
 				case <-ctx.Done():
 					return
 				case <-t.C:
+				case <-changed:
 				}
 			}
 		})
@@ -257,6 +265,9 @@ func (p *Prober) record(id, from string, res probe.Result) {
 		}
 		c.Status, c.Failures = "failed", c.Failures+1
 		c.Troubled = c.Failures >= p.cfg.Probes.FailuresBeforeTroubled
+	}
+	if p.dirty != nil {
+		p.dirty[checkKey{id, from}] = true
 	}
 	p.judge(r, now)
 }
@@ -393,7 +404,9 @@ func (p *Prober) recheckTroubled(ctx context.Context) {
 	for _, j := range jobs {
 		_, timeout := p.timing(j.cfg)
 		if len(j.from) == 0 || !p.agentsProbe(j.cfg.ID) {
-			go p.check(ctx, j.cfg, timeout)
+			if p.leads() {
+				go p.check(ctx, j.cfg, timeout)
+			}
 			continue
 		}
 		// The answer carries the resource's own probe id, so it counts as
@@ -577,8 +590,9 @@ func (p *Prober) HandleResult(server string, m *gridcityv1.ProbeResult) {
 		if len(res.Metrics) == maxMetrics {
 			break
 		}
-		if len(k) <= 64 {
-			res.Metrics[probe.Clean(k)] = m.GetMetrics()[k]
+		// Not a number, or not a finite one, says nothing.
+		if v := m.GetMetrics()[k]; len(k) <= 64 && !math.IsNaN(v) && !math.IsInf(v, 0) {
+			res.Metrics[probe.Clean(k)] = v
 		}
 	}
 	if t := m.GetTlsNotAfterUnix(); t > 0 {

@@ -42,6 +42,9 @@ const (
 	// "gcRQ": one new request per MCP token at a time, second key
 	// hashtext(token), so that the pending limit holds across replicas.
 	lockRequests int32 = 0x67635251
+	// "gcLD": the leader of the replicas, a session lock (see Lead),
+	// second key 0.
+	lockLeader int32 = 0x67634c44
 )
 
 // pgMigrations run in order, each once, recorded in schema_version, in one
