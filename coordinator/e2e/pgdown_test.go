@@ -205,8 +205,10 @@ func glanceOf(cs *mcp.ClientSession) (glanceView, error) {
 }
 
 type healthView struct {
-	Status, Store   string
-	AgentsConnected int
+	Status, Store, Replica string
+	AgentsConnected        int
+	// Leader: this replica does the fleet's judgement.
+	Leader bool
 }
 
 // health is the coordinator's /healthz.

@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -65,12 +64,12 @@ func TestAgentFailsOverToAnotherReplica(t *testing.T) {
 }
 
 // startReplica starts a `gridcity serve` on the PostgreSQL store at url,
-// with its own addresses and --data.
-func startReplica(t *testing.T, url string) *coordinator {
+// with its own addresses and --data, and the extra flags given.
+func startReplica(t *testing.T, url string, extra ...string) *coordinator {
 	t.Helper()
 	c := &coordinator{t: t, data: t.TempDir(), http: freePort(t), grpc: freePort(t), storeURL: url}
-	c.p = start(t, "coordinator "+c.grpc, "gridcity", "serve", "--data", c.data, "--store", url, "--http", c.http, "--grpc", c.grpc,
-		"--advertise", c.grpc, "--log-level", "debug")
+	c.p = start(t, "coordinator "+c.grpc, append([]string{"gridcity", "serve", "--data", c.data, "--store", url, "--http", c.http, "--grpc", c.grpc,
+		"--advertise", c.grpc, "--log-level", "debug"}, extra...)...)
 	c.waitHealthy()
 	return c
 }
@@ -101,14 +100,5 @@ func waitKnowsReplicas(t *testing.T, state string, cs ...*coordinator) {
 // connected is how many agent streams the coordinator holds (its /healthz).
 func connected(t *testing.T, c *coordinator) int {
 	t.Helper()
-	resp, err := http.Get("http://" + c.http + "/healthz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var health struct{ AgentsConnected int }
-	if err := json.NewDecoder(resp.Body).Decode(&health); err != nil {
-		t.Fatalf("%s/healthz: %v", c.http, err)
-	}
-	return health.AgentsConnected
+	return health(t, c).AgentsConnected
 }
