@@ -66,7 +66,7 @@ func NewClient(id *Identity, set *collect.Set, opts Options, logger *slog.Logger
 		opts.BackoffMax = time.Minute
 	}
 	c := &Client{id: id, opts: opts, set: set, logger: logger}
-	coords, err := loadCoordinators(opts.StateDir, id.Coordinator)
+	coords, err := loadCoordinators(opts.StateDir, id.Coordinator, id.Name)
 	if err != nil {
 		logger.Warn("starting with the enrollment address alone", "coordinator", id.Coordinator, "err", err)
 	}

@@ -24,10 +24,12 @@ type coordinatorsState struct {
 }
 
 // coordinators is where the agent may connect: the address it enrolled
-// with, always first, then the replicas the coordinators told it of.
+// with, always first, then the replicas the coordinators told it of, in a
+// turn of this agent's own (see gridcityv1.ReplicaOrder).
 type coordinators struct {
 	dir      string // "" keeps the list in memory only
 	enrolled string
+	agent    string // this agent's name, which sets its turn
 
 	mu    sync.Mutex
 	known []string
@@ -36,8 +38,8 @@ type coordinators struct {
 // loadCoordinators reads the list kept in dir; a missing file is an empty
 // list, a damaged one an error (the caller goes on with the enrollment
 // address: the list comes back with the next connection).
-func loadCoordinators(dir, enrolled string) (*coordinators, error) {
-	c := &coordinators{dir: dir, enrolled: enrolled}
+func loadCoordinators(dir, enrolled, agent string) (*coordinators, error) {
+	c := &coordinators{dir: dir, enrolled: enrolled, agent: agent}
 	if dir == "" {
 		return c, nil
 	}
@@ -89,19 +91,12 @@ func (c *coordinators) set(r *gridcityv1.Replicas) (changed bool, err error) {
 func (c *coordinators) order() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := []string{c.enrolled}
-	for _, a := range c.known {
-		if !slices.Contains(out, a) {
-			out = append(out, a)
-		}
-	}
-	return out
+	return gridcityv1.ReplicaOrder(c.enrolled, c.known, c.agent)
 }
 
 // after is the address to try once addr has failed: the next in order,
 // wrapping round to the enrollment address (the first when addr is no
 // longer listed).
 func (c *coordinators) after(addr string) string {
-	o := c.order()
-	return o[(slices.Index(o, addr)+1)%len(o)]
+	return gridcityv1.NextReplica(c.order(), addr)
 }

@@ -11,11 +11,11 @@ import (
 
 // TestCoordinatorsKeptAndTriedInTurn: the list a coordinator sends is kept
 // in the state directory (0600) and read back by the next start; the
-// enrollment address stays first, the others follow in turn and wrap
-// round; a list an agent cannot dial is refused and the kept one stays.
+// enrollment address stays first, the others follow in this agent's turn
+// and wrap round; a list an agent cannot dial is refused and the kept one stays.
 func TestCoordinatorsKeptAndTriedInTurn(t *testing.T) {
 	dir := t.TempDir()
-	c, err := loadCoordinators(dir, "a.example:4601")
+	c, err := loadCoordinators(dir, "a.example:4601", "web-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,11 +29,12 @@ func TestCoordinatorsKeptAndTriedInTurn(t *testing.T) {
 	if changed, err := c.set(&gridcityv1.Replicas{GrpcAddresses: []string{"b.example:4601", "a.example:4601", "c.example:4601"}}); err != nil || changed {
 		t.Fatalf("the same list again: set = %v, %v; want unchanged", changed, err)
 	}
-	want := []string{"a.example:4601", "b.example:4601", "c.example:4601"}
-	if got := c.order(); !slices.Equal(got, want) {
-		t.Fatalf("order %v; want %v (the enrollment address first, once)", got, want)
+	// web-1's own turn (the shared rule is tested with ReplicaOrder).
+	want := gridcityv1.ReplicaOrder("a.example:4601", []string{"b.example:4601", "c.example:4601"}, "web-1")
+	if got := c.order(); !slices.Equal(got, want) || got[0] != "a.example:4601" || len(got) != 3 {
+		t.Fatalf("order %v; want %v (the enrollment address first, each once)", got, want)
 	}
-	for from, to := range map[string]string{"a.example:4601": "b.example:4601", "b.example:4601": "c.example:4601", "c.example:4601": "a.example:4601", "gone.example:4601": "a.example:4601"} {
+	for from, to := range map[string]string{want[0]: want[1], want[1]: want[2], want[2]: want[0], "gone.example:4601": want[0]} {
 		if got := c.after(from); got != to {
 			t.Errorf("after %s comes %s; want %s", from, got, to)
 		}
@@ -49,7 +50,7 @@ func TestCoordinatorsKeptAndTriedInTurn(t *testing.T) {
 	if _, err := c.set(&gridcityv1.Replicas{GrpcAddresses: []string{"b.example:4601", "0.0.0.0:4601"}}); err == nil {
 		t.Fatal("a list with an address that names no machine was kept; want it refused")
 	}
-	again, err := loadCoordinators(dir, "a.example:4601")
+	again, err := loadCoordinators(dir, "a.example:4601", "web-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func TestCoordinatorsKeptAndTriedInTurn(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, coordinatorsFile), []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	damaged, err := loadCoordinators(dir, "a.example:4601")
+	damaged, err := loadCoordinators(dir, "a.example:4601", "web-1")
 	if err == nil {
 		t.Fatal("a damaged list was read without an error")
 	}

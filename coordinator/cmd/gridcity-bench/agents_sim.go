@@ -97,18 +97,12 @@ func (f *simFleet) knownReplicas() int {
 }
 
 // after is where agent a connects once addr failed, as gridcity-agent
-// chooses (link.coordinators.after): the next in the order of its first
-// address then the replicas it was told of, round to the first.
+// chooses: the next in its own turn of its first address and the replicas
+// it was told of (gridcityv1.ReplicaOrder).
 func (f *simFleet) after(a *simAgent, addr string) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	order := []string{cmp.Or(a.addr, f.addr)}
-	for _, r := range f.replicas {
-		if !slices.Contains(order, r) {
-			order = append(order, r)
-		}
-	}
-	return order[(slices.Index(order, addr)+1)%len(order)]
+	return gridcityv1.NextReplica(gridcityv1.ReplicaOrder(cmp.Or(a.addr, f.addr), f.replicas, a.id.name), addr)
 }
 
 func (f *simFleet) fail(name string, err error) {

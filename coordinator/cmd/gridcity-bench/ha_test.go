@@ -3,19 +3,25 @@ package main
 import (
 	"strings"
 	"testing"
+
+	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 )
 
 // A simulated agent fails over as gridcity-agent does: to the next
-// coordinator after the one that failed, in the order of the address it
+// coordinator after the one that failed, in its own turn of the address it
 // started with and then the replicas it was told of, round to the first.
 func TestSimAgentFailsOverInTurn(t *testing.T) {
 	f := &simFleet{addr: "a:1"}
-	a := &simAgent{addr: "b:1"}
+	a := &simAgent{addr: "b:1", id: simIdentity{name: "sim-7"}}
 	if got := f.after(a, "b:1"); got != "b:1" {
 		t.Fatalf("told of no replica, after b:1 comes %s; want b:1 again", got)
 	}
 	f.setReplicas([]string{"a:1", "b:1", "c:1"})
-	for _, c := range []struct{ failed, next string }{{"b:1", "a:1"}, {"a:1", "c:1"}, {"c:1", "b:1"}, {"gone:1", "b:1"}} {
+	order := gridcityv1.ReplicaOrder("b:1", []string{"a:1", "c:1"}, "sim-7")
+	if order[0] != "b:1" || len(order) != 3 {
+		t.Fatalf("sim-7's turn %v; want b:1 first, then a:1 and c:1", order)
+	}
+	for _, c := range []struct{ failed, next string }{{order[0], order[1]}, {order[1], order[2]}, {order[2], order[0]}, {"gone:1", "b:1"}} {
 		if got := f.after(a, c.failed); got != c.next {
 			t.Errorf("after %s failed the agent tries %s; want %s", c.failed, got, c.next)
 		}

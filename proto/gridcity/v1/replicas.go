@@ -2,7 +2,9 @@ package gridcityv1
 
 import (
 	"fmt"
+	"hash/fnv"
 	"net"
+	"slices"
 	"strconv"
 )
 
@@ -52,4 +54,35 @@ func CheckReplicas(r *Replicas) error {
 		seen[a] = true
 	}
 	return nil
+}
+
+// ReplicaOrder is the order in which an agent tries the coordinators: the
+// address it enrolled with first, then the others it was told of, each
+// once, rotated by a hash of the agent's name. The rotation spreads the
+// agents that enrolled through one coordinator over the survivors when it
+// dies, rather than sending them all to the same next one; each agent's
+// order stays the same from one try to the next, so it still tries every
+// coordinator in turn.
+func ReplicaOrder(enrolled string, known []string, agent string) []string {
+	rest := make([]string, 0, len(known))
+	for _, a := range known {
+		if a != enrolled && !slices.Contains(rest, a) {
+			rest = append(rest, a)
+		}
+	}
+	out := []string{enrolled}
+	if len(rest) == 0 {
+		return out
+	}
+	h := fnv.New32a()
+	h.Write([]byte(agent))
+	k := int(h.Sum32() % uint32(len(rest)))
+	return append(append(out, rest[k:]...), rest[:k]...)
+}
+
+// NextReplica is the address to try once failed has failed: the next in
+// order, wrapping round to the first (the first, too, when failed is no
+// longer listed).
+func NextReplica(order []string, failed string) string {
+	return order[(slices.Index(order, failed)+1)%len(order)]
 }
