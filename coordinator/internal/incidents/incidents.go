@@ -249,14 +249,12 @@ func (t *Tracker) Run(ctx context.Context, every time.Duration, leads func() boo
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
-		var err error
 		if leads == nil || leads() {
-			err = t.Observe(ctx, time.Now())
-		} else {
-			err = t.Follow(ctx)
-		}
-		if err != nil && ctx.Err() == nil {
-			t.logger.Error("incidents not recorded", "err", err)
+			if err := t.Observe(ctx, time.Now()); err != nil && ctx.Err() == nil {
+				t.logger.Error("incidents not recorded", "err", err)
+			}
+		} else if err := t.Follow(ctx); err != nil && ctx.Err() == nil {
+			t.logger.Warn("the leader's incidents not read; answering with the last read", "err", err)
 		}
 		select {
 		case <-ctx.Done():

@@ -86,9 +86,16 @@ func (p *Prober) shareLoop(ctx context.Context) {
 	}
 	t := time.NewTicker(s.Every)
 	defer t.Stop()
+	failing := false // said once per outage, not every second
 	for {
-		if err := p.SyncShared(ctx); err != nil && ctx.Err() == nil {
-			p.logger.Warn("probe checks not shared with the other replicas; retrying", "err", err)
+		err := p.SyncShared(ctx)
+		switch {
+		case err != nil && !failing && ctx.Err() == nil:
+			p.logger.Warn("probe checks not shared with the other replicas; retrying every interval, judging from what this replica holds meanwhile", "every", s.Every, "err", err)
+			failing = true
+		case err == nil && failing:
+			p.logger.Info("probe checks shared with the other replicas again")
+			failing = false
 		}
 		select {
 		case <-ctx.Done():
