@@ -178,6 +178,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, enrollOnly boo
 	state := fs.String("state", defaultStateDir(), "state directory: the agent's identity")
 	configPath := fs.String("config", "", "YAML config file (default "+defaultConfigFile+" when it exists)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "text (key=value) or json, one event per line")
 	envWarnings, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -186,7 +187,15 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, enrollOnly boo
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("log level %q (--log-level or %s): use debug, info, warn or error", *logLevel, envName(envPrefix, "log-level"))
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	var logger *slog.Logger
+	switch opts := (&slog.HandlerOptions{Level: level}); *logFormat {
+	case "text":
+		logger = slog.New(slog.NewTextHandler(stderr, opts))
+	case "json":
+		logger = slog.New(slog.NewJSONHandler(stderr, opts))
+	default:
+		return fmt.Errorf("log format %q (--log-format or %s): use text or json", *logFormat, envName(envPrefix, "log-format"))
+	}
 	for _, w := range envWarnings {
 		logger.Warn(w)
 	}

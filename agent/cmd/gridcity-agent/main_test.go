@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"io"
@@ -98,5 +99,39 @@ func TestRunIgnoresCoordinatorConfig(t *testing.T) {
 	}
 	if n := strings.Count(log, "GRIDCITY_LOG_LEVEL is set but ignored"); n != 1 {
 		t.Errorf("%d warnings about GRIDCITY_LOG_LEVEL in the log, want 1:\n%s", n, log)
+	}
+}
+
+// --log-format json: every line the agent logs is one JSON object with
+// time, level and msg; an unknown format is refused, naming the variable.
+func TestLogFormat(t *testing.T) {
+	dir := t.TempDir()
+	agentCfg := filepath.Join(dir, "agent.yaml")
+	if err := os.WriteFile(agentCfg, []byte("name: web-1\ncommands: false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GRIDCITY_AGENT_CONFIG", agentCfg)
+	t.Setenv("GRIDCITY_AGENT_STATE", filepath.Join(dir, "state"))
+	t.Setenv("GRIDCITY_LOG_LEVEL", "debug") // the coordinator's: a warning to log
+	var stderr bytes.Buffer
+	run(context.Background(), []string{"enroll", "--log-format", "json"}, io.Discard, &stderr)
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	if len(lines) == 0 || lines[0] == "" {
+		t.Fatal("nothing logged; want the warning about GRIDCITY_LOG_LEVEL")
+	}
+	for _, l := range lines {
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(l), &ev); err != nil {
+			t.Fatalf("log line %q is not JSON: %v", l, err)
+		}
+		for _, k := range []string{"time", "level", "msg"} {
+			if _, ok := ev[k]; !ok {
+				t.Errorf("log line %q has no %q", l, k)
+			}
+		}
+	}
+	t.Setenv("GRIDCITY_AGENT_LOG_FORMAT", "xml")
+	if err := run(context.Background(), []string{"enroll"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "GRIDCITY_AGENT_LOG_FORMAT") || !strings.Contains(err.Error(), "text or json") {
+		t.Fatalf("log format xml: %v; want an error naming GRIDCITY_AGENT_LOG_FORMAT and the formats", err)
 	}
 }

@@ -205,10 +205,21 @@ func (f storeFlags) where() string {
 	return filepath.Join(*f.data, "gridcity.db")
 }
 
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+// logFormats are the forms --log-format takes: slog's text (key=value)
+// and JSON, one event per line with the keys time, level and msg first.
+const logFormats = "text or json"
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("log level %q (--log-level or GRIDCITY_LOG_LEVEL): use debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("log format %q (--log-format or GRIDCITY_LOG_FORMAT): use %s", format, logFormats)
 }

@@ -36,13 +36,14 @@ func cmdMCPStdio(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	token := fs.String("token", "", "MCP token (default: the data directory's local token); prefer GRIDCITY_TOKEN: command lines are visible to other users")
 	client := fs.String("client", "", "the client's name, sent as X-Agent-Client: shown on approval cards and in the audit log (default: the name the stdio client gives itself, then \"stdio\")")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error (the log goes to stderr)")
+	logFormat := fs.String("log-format", "text", "text (key=value) or json, one event per line")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("mcp --stdio takes no arguments, got %q", fs.Args())
 	}
-	logger, err := newLogger(stderr, *logLevel)
+	logger, err := newLogger(stderr, *logLevel, *logFormat)
 	if err != nil {
 		return err
 	}

@@ -56,11 +56,12 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	publicHTTP := fs.Bool("public-http", false, "allow plain HTTP on a non-loopback --http address (put TLS in front of it)")
 	configPath := fs.String("config", "", "YAML file: districts, resources, links, probe defaults, runbooks")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "text (key=value) or json, one event per line")
 	bodyTimeout := fs.Duration("body-timeout", frontdoor.DefaultBodyTimeout, "longest a client may take to send a request's body after its headers (which have "+frontdoor.HeaderTimeout.String()+"); answers, such as run_command's wait and the app's event stream, are not bounded by it")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	logger, err := newLogger(stderr, *logLevel)
+	logger, err := newLogger(stderr, *logLevel, *logFormat)
 	if err != nil {
 		return err
 	}
