@@ -16,23 +16,24 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/pgtest"
 )
 
-// TestPostgresRestartedUnderLoad runs two replicas on a PostgreSQL of the
-// test's own, with four real agents streaming (two on each replica), and
-// stops PostgreSQL with a request waiting for approval. While it is down:
-// both replicas say so on /healthz and keep their agents' streams;
-// list_servers on each still lists all four servers, online, with a gap
-// saying the store is unreachable and the other replica's servers are
-// stale; the approval is refused with what is wrong, what waits and that
-// nothing was approved; run_command is refused the same way. Once
-// PostgreSQL is started again, both replicas are healthy within seconds,
-// with no restart of theirs; the refused approval then goes through and
-// a new command on the other replica too, each running once.
+// TestPostgresRestartedUnderLoad runs three replicas on a PostgreSQL of
+// the test's own, with five real agents streaming (two on A, two on B, one
+// on C), and stops PostgreSQL with a request waiting for approval. While
+// it is down: every replica says so on /healthz and keeps its agents'
+// streams; list_servers on each still lists all five servers, online,
+// with a gap saying the store is unreachable and the other replicas'
+// servers are stale; the approval is refused with what is wrong, what
+// waits and that nothing was approved; run_command is refused the same
+// way. Once PostgreSQL is started again, every replica is healthy within
+// seconds, with no restart of its own, and one of them leads again; the
+// refused approval then goes through and a new command on another replica
+// too, each running once.
 func TestPostgresRestartedUnderLoad(t *testing.T) {
 	t.Parallel()
 	pg := pgtest.Own(t)
 	url := pg.Database(t, "")
-	a, b := startReplica(t, url), startReplica(t, url)
-	tokA, tokB := a.token(), b.token()
+	a, b, c := startReplica(t, url), startReplica(t, url), startReplica(t, url)
+	tokA, tokB, tokC := a.token(), b.token(), c.token()
 	pw, err := os.ReadFile(filepath.Join(a.data, "admin-password"))
 	if err != nil {
 		t.Fatal(err)
@@ -42,18 +43,19 @@ func TestPostgresRestartedUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	appA, appB := a.login(t), b.login(t)
-	agents := map[*coordinator][]string{a: {"pgd-a1", "pgd-a2"}, b: {"pgd-b1", "pgd-b2"}}
+	agents := map[*coordinator][]string{a: {"pgd-a1", "pgd-a2"}, b: {"pgd-b1", "pgd-b2"}, c: {"pgd-c1"}}
 	for c, names := range agents {
 		for _, n := range names {
 			startAgent(t, c, n, t.TempDir(), c.joinLine("--store", url))
 		}
 	}
 	csA, csB := session(t, a, tokA), session(t, b, tokB)
-	sessions := map[string]*mcp.ClientSession{"A": csA, "B": csB}
+	sessions := map[string]*mcp.ClientSession{"A": csA, "B": csB, "C": session(t, c, tokC)}
+	replicas := map[string]*coordinator{"A": a, "B": b, "C": c}
 	for name, cs := range sessions {
-		eventually(t, 60*time.Second, "replica "+name+" lists the four agents online", func() error {
+		eventually(t, 60*time.Second, "replica "+name+" lists the five agents online", func() error {
 			g, err := glanceOf(cs)
-			if err == nil && g.Online != 4 {
+			if err == nil && g.Online != 5 {
 				err = fmt.Errorf("%d of %d online", g.Online, g.Total)
 			}
 			return err
@@ -67,7 +69,7 @@ func TestPostgresRestartedUnderLoad(t *testing.T) {
 
 	pg.Halt()
 	halted := time.Now()
-	for name, c := range map[string]*coordinator{"A": a, "B": b} {
+	for name, c := range replicas {
 		eventually(t, 15*time.Second, "replica "+name+" says the store is unreachable", func() error {
 			if h := health(t, c); h.Status != "degraded" || !strings.Contains(h.Store, "unreachable since") {
 				return fmt.Errorf("/healthz: %+v", h)
@@ -75,15 +77,15 @@ func TestPostgresRestartedUnderLoad(t *testing.T) {
 			return nil
 		})
 	}
-	t.Logf("outage: both replicas reported the store unreachable %s after PostgreSQL stopped", time.Since(halted).Round(time.Millisecond))
+	t.Logf("outage: every replica reported the store unreachable %s after PostgreSQL stopped", time.Since(halted).Round(time.Millisecond))
 	unreachable := "the store (PostgreSQL at " + pg.Addr() + ") is unreachable"
 	for name, cs := range sessions {
 		g, err := glanceOf(cs)
 		if err != nil {
 			t.Fatalf("list_servers on replica %s with PostgreSQL down: %v", name, err)
 		}
-		if g.Total != 4 || g.Online != 4 {
-			t.Errorf("list_servers on replica %s with PostgreSQL down: %d of %d online; want all four, online", name, g.Online, g.Total)
+		if g.Total != 5 || g.Online != 5 {
+			t.Errorf("list_servers on replica %s with PostgreSQL down: %d of %d online; want all five, online", name, g.Online, g.Total)
 		}
 		if len(g.Gaps) != 1 || !strings.HasPrefix(g.Gaps[0].Reason, unreachable+" since") || !strings.Contains(g.Gaps[0].Reason, "stale") {
 			t.Errorf("list_servers on replica %s with PostgreSQL down: gaps %+v; want the store unreachable, other replicas' servers stale", name, g.Gaps)
@@ -97,9 +99,9 @@ func TestPostgresRestartedUnderLoad(t *testing.T) {
 		!strings.Contains(err.Error(), unreachable+": approvals and commands wait until it is back; the request was not recorded") {
 		t.Errorf("run_command with PostgreSQL down: %v; want it refused, saying the store is unreachable and nothing was recorded", err)
 	}
-	for c := range agents {
-		if n := connected(t, c); n != 2 {
-			t.Errorf("replica %s holds %d agent streams with PostgreSQL down; want its 2", c.grpc, n)
+	for c, names := range agents {
+		if n := connected(t, c); n != len(names) {
+			t.Errorf("replica %s holds %d agent streams with PostgreSQL down; want its %d", c.grpc, n, len(names))
 		}
 	}
 	if _, err := os.Stat(counter); !os.IsNotExist(err) {
@@ -110,24 +112,26 @@ func TestPostgresRestartedUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	resumed := time.Now()
-	for name, c := range map[string]*coordinator{"A": a, "B": b} {
+	for name, c := range replicas {
 		eventually(t, 20*time.Second, "replica "+name+" healthy again", func() error {
 			if h := health(t, c); h.Status != "ok" {
 				return fmt.Errorf("/healthz: %+v", h)
 			}
 			g, err := glanceOf(sessions[name])
-			if err == nil && (g.Online != 4 || len(g.Gaps) != 0) {
+			if err == nil && (g.Online != 5 || len(g.Gaps) != 0) {
 				err = fmt.Errorf("%d of %d online, gaps %+v", g.Online, g.Total, g.Gaps)
 			}
 			return err
 		})
 	}
-	t.Logf("recovery: both replicas healthy, four agents online, no stale gap, %s after PostgreSQL started again", time.Since(resumed).Round(time.Millisecond))
-	for c := range agents {
-		if n := connected(t, c); n != 2 {
-			t.Errorf("replica %s holds %d agent streams after the outage; want its 2", c.grpc, n)
+	t.Logf("recovery: every replica healthy, five agents online, no stale gap, %s after PostgreSQL started again", time.Since(resumed).Round(time.Millisecond))
+	for c, names := range agents {
+		if n := connected(t, c); n != len(names) {
+			t.Errorf("replica %s holds %d agent streams after the outage; want its %d", c.grpc, n, len(names))
 		}
 	}
+	// The lead was lost with the connections; one replica leads again.
+	waitLeader(t, []*coordinator{a, b, c})
 
 	// The approval refused during the outage goes through now, once.
 	if code, body := appA.post("/api/requests/"+card.ID+"/approve", map[string]string{"note": "go"}); code != http.StatusOK {
