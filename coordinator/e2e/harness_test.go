@@ -330,6 +330,13 @@ func (c *coordinator) waitStatus(token, name, status string, within time.Duratio
 		if s.Status != status {
 			return fmt.Errorf("%s is %s", name, s.Status)
 		}
+		// An agent is online as soon as its stream opens; its facts come
+		// with its first state, a moment later. Wait for those too.
+		for _, g := range s.Gaps {
+			if status == "online" && g.Check == "agent" && strings.Contains(g.Reason, "first state") {
+				return fmt.Errorf("%s is online without its first state: %s", name, g.Reason)
+			}
+		}
 		got = s
 		return nil
 	})
