@@ -31,7 +31,7 @@ Usage:
   gridcity mcp      --install [CLIENT …] [--print] [--scope read|operate]
   gridcity mcp      --stdio [--url URL] [--token T] [--client NAME]
   gridcity mcp      tools                                  # the tool list as JSON
-  gridcity token    create NAME [--scope read|operate] [--json] | list [--json] | revoke NAME
+  gridcity token    create NAME [--scope read|operate|metrics] [--json] | list [--json] | revoke NAME
   gridcity agents   list [--json] | revoke NAME
   gridcity approver add NAME | reset NAME | list             # prints a generated password once
   gridcity audit    [--data DIR] [--store URL] [--json] [--request ID]

@@ -31,6 +31,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/replicas"
 	"github.com/gridcity/gridcity/coordinator/internal/resources"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
+	"github.com/gridcity/gridcity/coordinator/internal/telemetry"
 	"github.com/gridcity/gridcity/coordinator/internal/topology"
 	"github.com/gridcity/gridcity/coordinator/internal/web"
 )
@@ -107,11 +108,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer unlock()
-	st, err := sf.open(ctx)
+	raw, err := sf.open(ctx)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer raw.Close()
+	metrics := telemetry.New(version)
+	st := store.Observe(raw, metrics.StoreOperation)
 	ca, err := pki.LoadOrCreate(ctx, st)
 	if err != nil {
 		return err
@@ -136,6 +139,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	apiCfg := agentapi.DefaultConfig()
+	apiCfg.Metrics = metrics
 	secs := func(d time.Duration) uint32 { return uint32(d / time.Second) }
 	apiCfg.Settings.FastIntervalSeconds, apiCfg.Settings.MediumIntervalSeconds = secs(cfg.Collect.Fast), secs(cfg.Collect.Medium)
 	apiCfg.Settings.SlowIntervalSeconds, apiCfg.Settings.UpdatesIntervalSeconds = secs(cfg.Collect.Slow), secs(cfg.Collect.Updates)
@@ -178,7 +182,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// replica stops the start; agents hear of every live replica.
 	// Replicas sharing a PostgreSQL store hand approved commands to the
 	// one holding the agent, sealed to the key it registers here.
-	pg, shared := st.(*store.Postgres)
+	pg, shared := raw.(*store.Postgres)
 	var handoff *command.HandoffKey
 	if shared {
 		if handoff, err = command.NewHandoffKey(); err != nil {
@@ -200,7 +204,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		scheme = "https"
 	}
 	appURL := scheme + "://" + info.HTTP + "/"
-	cmds := command.New(command.Config{}, st, fl, api, logger)
+	cmds := command.New(command.Config{Metrics: metrics}, st, fl, api, logger)
 	api.SetCommands(cmds)
 	if shared {
 		cmds.Share(command.Shared{Replica: heart.ID(), Key: handoff, LiveFor: heart.LiveFor()})
@@ -208,6 +212,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	mux := http.NewServeMux()
 	prober := resources.New(cfg, logger)
+	prober.SetMetrics(metrics)
 	topo := topology.New(cfg, fl, prober)
 	// Resources are probed from the agents of the servers that use them.
 	prober.SetAgents(api, topo.Vantages)
@@ -234,7 +239,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := tracker.Load(ctx); err != nil {
 		return fmt.Errorf("load open incidents: %w", err)
 	}
-	deps := mcpserver.Deps{Fleet: fl, Store: st, Commands: cmds, Topology: topo, Resources: prober, Incidents: tracker, AppURL: appURL, Logger: logger}
+	deps := mcpserver.Deps{Fleet: fl, Store: st, Commands: cmds, Topology: topo, Resources: prober, Incidents: tracker, AppURL: appURL, Logger: logger, Metrics: metrics}
 	mux.Handle("/mcp", mcpserver.Handler(deps, mcpserver.DefaultGuardConfig()))
 	// Behind a TLS proxy (--public-http) the browser sees https too.
 	mux.Handle("/", web.New(web.Config{Secure: info.TLS || *publicHTTP}, cmds, st, logger))
@@ -251,18 +256,17 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		json.NewEncoder(w).Encode(health)
 	})
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		servers := fl.Servers()
-		online := 0
-		for _, s := range servers {
-			if s.Online {
-				online++
-			}
+	registerGauges(metrics, api, fl, cmds, tracker, heart.ID(), lead, logger)
+	// Off loopback, Prometheus brings a token of scope metrics.
+	scrape := func(h http.Handler) http.Handler {
+		if loopback.Host(info.HTTP) {
+			return h
 		}
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		fmt.Fprintf(w, "# HELP gridcity_servers Servers known to the coordinator, by status.\n# TYPE gridcity_servers gauge\n")
-		fmt.Fprintf(w, "gridcity_servers{status=\"online\"} %d\ngridcity_servers{status=\"offline\"} %d\n", online, len(servers)-online)
-	})
+		return telemetry.RequireToken(h, st, logger)
+	}
+	mux.Handle("GET /metrics", scrape(metrics.Handler()))
+	mux.Handle("GET /metrics/fleet", scrape(telemetry.FleetHandler(fleetSource(fl, topo, prober))))
+
 	// Requests live in a context that ends at shutdown, so that open
 	// event streams of the app do not hold the shutdown up.
 	baseCtx, endRequests := context.WithCancel(context.WithoutCancel(ctx))

@@ -22,7 +22,7 @@ const localTokenFile = "mcp-token"
 func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("token", stderr)
 	sf := addStoreFlags(fs)
-	scope := fs.String("scope", "operate", "read (read-only tools) or operate (every tool)")
+	scope := fs.String("scope", "operate", "read (read-only tools), operate (every tool) or metrics (scrapes /metrics and /metrics/fleet, no MCP)")
 	asJSON := fs.Bool("json", false, `print JSON: {"name","scope","token"} for create, an array for list`)
 	pos, err := interleaved(fs, args)
 	if err != nil {
@@ -39,8 +39,8 @@ func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch {
 	case pos[0] == "create" && len(pos) == 2:
 		sc := store.Scope(*scope)
-		if sc != store.ScopeRead && sc != store.ScopeOperate {
-			return fmt.Errorf("--scope %q: use read or operate", *scope)
+		if !sc.MCP() && sc != store.ScopeMetrics {
+			return fmt.Errorf("--scope %q: use read, operate or metrics", *scope)
 		}
 		tok, err := createToken(ctx, st, pos[1], sc)
 		if err != nil {
@@ -48,6 +48,10 @@ func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		if *asJSON {
 			return json.NewEncoder(stdout).Encode(map[string]string{"name": pos[1], "scope": string(sc), "token": tok})
+		}
+		if sc == store.ScopeMetrics {
+			fmt.Fprintf(stdout, "Token %q (%s), shown once — put it in a file Prometheus reads (a scrape job's authorization: credentials_file):\n\n  %s\n", pos[1], sc, tok)
+			return nil
 		}
 		fmt.Fprintf(stdout, "Token %q (%s), shown once — keep it in your AI client's config:\n\n  %s\n", pos[1], sc, tok)
 		return nil

@@ -28,6 +28,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/pki"
 	"github.com/gridcity/gridcity/coordinator/internal/statecheck"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
+	"github.com/gridcity/gridcity/coordinator/internal/telemetry"
 )
 
 // MaxMessageBytes bounds one message on the stream; a bigger one ends the
@@ -45,6 +46,8 @@ type Config struct {
 	RevocationCheck time.Duration
 	// Settings are sent to every agent when its stream opens.
 	Settings *gridcityv1.Settings
+	// Metrics counts messages, refusals and enrollments (optional).
+	Metrics *telemetry.Metrics
 }
 
 // DefaultConfig: heartbeats every 5 s, a stream silent for 12 s is dropped
@@ -240,32 +243,41 @@ func HashToken(token string) []byte {
 
 // Enroll trades a join token and a CSR for a client certificate.
 func (s *Server) Enroll(ctx context.Context, req *gridcityv1.EnrollRequest) (*gridcityv1.EnrollResponse, error) {
+	res, reason, err := s.enroll(ctx, req)
+	if err != nil {
+		s.cfg.Metrics.EnrollmentRefused(reason)
+	}
+	return res, err
+}
+
+// enroll is Enroll, with the reason of a refusal for the metrics.
+func (s *Server) enroll(ctx context.Context, req *gridcityv1.EnrollRequest) (*gridcityv1.EnrollResponse, string, error) {
 	if req.GetJoinToken() == "" {
-		return nil, status.Error(codes.InvalidArgument, "enrollment without a join token: run `gridcity join` on the coordinator and use the join line it prints")
+		return nil, "no_token", status.Error(codes.InvalidArgument, "enrollment without a join token: run `gridcity join` on the coordinator and use the join line it prints")
 	}
 	if err := pki.ValidName(req.GetName()); err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "%v (set it with --name)", err)
+		return nil, "bad_name", status.Errorf(codes.InvalidArgument, "%v (set it with --name)", err)
 	}
 	cert, err := s.ca.SignAgent(req.GetCsrDer(), req.GetName())
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "enrollment of %q refused: %v", req.GetName(), err)
+		return nil, "bad_csr", status.Errorf(codes.InvalidArgument, "enrollment of %q refused: %v", req.GetName(), err)
 	}
 	now := s.now()
 	again, err := s.store.Enroll(ctx, HashToken(req.GetJoinToken()), now, store.Agent{Name: req.GetName(), Serial: cert.Serial, EnrolledAt: now, Key: cert.KeySHA256})
 	switch {
 	case errors.Is(err, store.ErrTokenUnknown):
-		return nil, status.Error(codes.Unauthenticated, "join token unknown: it was mistyped or belongs to another coordinator; run `gridcity join` for a new one")
+		return nil, "token_unknown", status.Error(codes.Unauthenticated, "join token unknown: it was mistyped or belongs to another coordinator; run `gridcity join` for a new one")
 	case errors.Is(err, store.ErrTokenExpired):
-		return nil, status.Error(codes.Unauthenticated, "join token expired: run `gridcity join` for a new one (--ttl sets its lifetime)")
+		return nil, "token_expired", status.Error(codes.Unauthenticated, "join token expired: run `gridcity join` for a new one (--ttl sets its lifetime)")
 	case errors.Is(err, store.ErrTokenUsed):
-		return nil, status.Error(codes.Unauthenticated, "join token already used: each join line enrolls one agent; run `gridcity join` for another")
+		return nil, "token_used", status.Error(codes.Unauthenticated, "join token already used: each join line enrolls one agent; run `gridcity join` for another")
 	case errors.Is(err, store.ErrNameTaken):
-		return nil, status.Errorf(codes.AlreadyExists, "server name %q is already enrolled by another agent: choose another --name, or revoke the old one with `gridcity agents revoke %s`", req.GetName(), req.GetName())
+		return nil, "name_taken", status.Errorf(codes.AlreadyExists, "server name %q is already enrolled by another agent: choose another --name, or revoke the old one with `gridcity agents revoke %s`", req.GetName(), req.GetName())
 	case err != nil:
 		// The store failed (disk full, locked by another process …): the
 		// same request can succeed later, so the agent is told to retry.
 		s.logger.Error("enrollment failed", "server", req.GetName(), "err", err)
-		return nil, status.Error(codes.Unavailable, "enrollment could not be recorded right now (see the coordinator's log); retry shortly")
+		return nil, "store_unavailable", status.Error(codes.Unavailable, "enrollment could not be recorded right now (see the coordinator's log); retry shortly")
 	}
 	if again {
 		// The agent's first answer was lost (a timeout, a cut
@@ -275,7 +287,7 @@ func (s *Server) Enroll(ctx context.Context, req *gridcityv1.EnrollRequest) (*gr
 	} else {
 		s.logger.Info("agent enrolled", "server", req.GetName(), "serial", cert.Serial, "version", req.GetAgentVersion())
 	}
-	return &gridcityv1.EnrollResponse{CertificateDer: cert.DER, CaDer: s.ca.Cert().Raw, ServerName: pki.ServerName}, nil
+	return &gridcityv1.EnrollResponse{CertificateDer: cert.DER, CaDer: s.ca.Cert().Raw, ServerName: pki.ServerName}, "", nil
 }
 
 // recoverCall, deferred, turns a panic in a call's handler into an
@@ -414,10 +426,12 @@ func (s *Server) Connect(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage
 }
 
 func (s *Server) handle(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage, gridcityv1.CoordinatorMessage], name string, id uint64, m *gridcityv1.AgentMessage) error {
+	s.cfg.Metrics.AgentMessage(messageKind(m))
 	switch b := m.Body.(type) {
 	case *gridcityv1.AgentMessage_State:
 		if err := statecheck.State(b.State, s.now()); err != nil {
 			s.fleet.Refuse(name, err.Error())
+			s.cfg.Metrics.AgentRefused("state")
 			return s.refuse(name, "state update", err)
 		}
 		s.fleet.Apply(name, id, b.State)
@@ -425,8 +439,10 @@ func (s *Server) handle(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage,
 		s.fleet.Touch(name, id)
 		return stream.Send(&gridcityv1.CoordinatorMessage{Body: &gridcityv1.CoordinatorMessage_Heartbeat{Heartbeat: &gridcityv1.Heartbeat{SentUnixMs: s.now().UnixMilli()}}})
 	case *gridcityv1.AgentMessage_Hello:
+		s.cfg.Metrics.AgentRefused("hello")
 		return s.refuse(name, "message", errors.New("hello sent twice on one stream"))
 	case nil:
+		s.cfg.Metrics.AgentRefused("empty")
 		return s.refuse(name, "message", errors.New("empty message: the agent and coordinator versions may not match"))
 	case *gridcityv1.AgentMessage_CommandEvent:
 		s.fleet.Touch(name, id)
@@ -447,6 +463,7 @@ func (s *Server) handle(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage,
 		}
 	case *gridcityv1.AgentMessage_ProbeResult:
 		if err := statecheck.ProbeResult(b.ProbeResult, s.now()); err != nil {
+			s.cfg.Metrics.AgentRefused("probe_result")
 			return s.refuse(name, "probe result", err)
 		}
 		s.fleet.Touch(name, id)
@@ -509,33 +526,43 @@ func (s *Server) runsProbes(name string) error {
 // authenticate returns the server name bound to the stream's verified client
 // certificate, refusing unknown, superseded and revoked certificates.
 func (s *Server) authenticate(ctx context.Context) (string, error) {
+	name, reason, err := s.checkCertificate(ctx)
+	if err != nil {
+		s.cfg.Metrics.StreamRefused(reason)
+	}
+	return name, err
+}
+
+// checkCertificate is authenticate, with the reason of a refusal for the
+// metrics.
+func (s *Server) checkCertificate(ctx context.Context) (string, string, error) {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
-		return "", status.Error(codes.Unauthenticated, "no peer information")
+		return "", "no_certificate", status.Error(codes.Unauthenticated, "no peer information")
 	}
 	ti, ok := p.AuthInfo.(credentials.TLSInfo)
 	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.VerifiedChains[0]) == 0 {
-		return "", status.Error(codes.Unauthenticated, "a client certificate is required: enroll first with `gridcity-agent run --join \"JOIN LINE\"`")
+		return "", "no_certificate", status.Error(codes.Unauthenticated, "a client certificate is required: enroll first with `gridcity-agent run --join \"JOIN LINE\"`")
 	}
 	leaf := ti.State.VerifiedChains[0][0]
 	name := leaf.Subject.CommonName
 	a, err := s.store.Agent(ctx, name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return "", status.Errorf(codes.Unauthenticated, "certificate for %q is not known to this coordinator: enroll again with a new join line", name)
+		return "", "unknown_agent", status.Errorf(codes.Unauthenticated, "certificate for %q is not known to this coordinator: enroll again with a new join line", name)
 	case err != nil:
 		s.logger.Error("read agent record", "server", name, "err", err)
 		msg := "coordinator store unavailable; retry"
 		if u := (*store.UnavailableError)(nil); errors.As(err, &u) {
 			msg = u.Summary() + ": this coordinator cannot check the agent's certificate until it is back; retry"
 		}
-		return "", status.Error(codes.Unavailable, msg)
+		return "", "store_unavailable", status.Error(codes.Unavailable, msg)
 	case a.Revoked():
-		return "", status.Errorf(codes.PermissionDenied, "certificate for %q was revoked at %s: enroll again with a new join line from `gridcity join`", name, a.RevokedAt.Format(time.RFC3339))
+		return "", "revoked", status.Errorf(codes.PermissionDenied, "certificate for %q was revoked at %s: enroll again with a new join line from `gridcity join`", name, a.RevokedAt.Format(time.RFC3339))
 	case a.Serial != pki.SerialHex(leaf.SerialNumber):
-		return "", status.Errorf(codes.PermissionDenied, "certificate for %q was replaced by a newer enrollment: this agent's credentials are stale; enroll again", name)
+		return "", "superseded", status.Errorf(codes.PermissionDenied, "certificate for %q was replaced by a newer enrollment: this agent's credentials are stale; enroll again", name)
 	}
-	return name, nil
+	return name, "", nil
 }
 
 func (s *Server) receiveHello(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage, gridcityv1.CoordinatorMessage], name string) (*gridcityv1.Hello, error) {
@@ -557,14 +584,17 @@ func (s *Server) receiveHello(stream grpc.BidiStreamingServer[gridcityv1.AgentMe
 	if r.err != nil {
 		return nil, r.err
 	}
+	s.cfg.Metrics.AgentMessage(messageKind(r.m))
 	hello := r.m.GetHello()
 	if hello == nil {
 		return nil, status.Error(codes.InvalidArgument, "the first message on a stream must be hello")
 	}
 	if hello.GetName() != name {
+		s.cfg.Metrics.StreamRefused("hello_mismatch")
 		return nil, status.Errorf(codes.PermissionDenied, "hello names %q but the certificate belongs to %q", hello.GetName(), name)
 	}
 	if err := validateHello(hello); err != nil {
+		s.cfg.Metrics.AgentRefused("hello")
 		return nil, status.Errorf(codes.InvalidArgument, "hello from %s refused: %v", name, err)
 	}
 	return hello, nil
@@ -607,4 +637,24 @@ func (s *Server) Connected() []string {
 		out = append(out, n)
 	}
 	return out
+}
+
+// messageKind names an agent message's kind for the metrics: a bounded
+// set, whatever the agent sends.
+func messageKind(m *gridcityv1.AgentMessage) string {
+	switch m.GetBody().(type) {
+	case *gridcityv1.AgentMessage_Hello:
+		return "hello"
+	case *gridcityv1.AgentMessage_State:
+		return "state"
+	case *gridcityv1.AgentMessage_Heartbeat:
+		return "heartbeat"
+	case *gridcityv1.AgentMessage_CommandEvent:
+		return "command_event"
+	case *gridcityv1.AgentMessage_ProbeResult:
+		return "probe_result"
+	case nil:
+		return "empty"
+	}
+	return "other"
 }

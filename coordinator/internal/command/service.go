@@ -17,6 +17,7 @@ import (
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
 	"github.com/gridcity/gridcity/coordinator/internal/store"
+	"github.com/gridcity/gridcity/coordinator/internal/telemetry"
 )
 
 // ServerInfo is what the service needs to know about a server.
@@ -54,6 +55,8 @@ type Config struct {
 	// re-reads the requests it follows (waits, the app's events, hand-offs
 	// to it) in case a notification was lost (default 2 s).
 	Reread time.Duration
+	// Metrics counts the requests by status and times decisions (optional).
+	Metrics *telemetry.Metrics
 }
 
 // Store is the part of the coordinator's store that keeps requests and
@@ -189,6 +192,7 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (Request, error) {
 	} else if err != nil {
 		return Request{}, StoreDown(err, NothingRequested)
 	}
+	s.counted("", r)
 	s.publish(EventCreated, r)
 	return r, nil
 }
@@ -275,6 +279,21 @@ func (s *Service) Pending(ctx context.Context) ([]Request, error) {
 		rs[i], rs[j] = rs[j], rs[i]
 	}
 	return rs, err
+}
+
+// Counts returns how many requests wait for a person and how many
+// commands are out on the fleet (dispatched or running), as the store
+// has them: the same on every replica.
+func (s *Service) Counts(ctx context.Context) (pending, running int, err error) {
+	p, err := s.store.Requests(ctx, 100000, string(StatusPending))
+	if err != nil {
+		return 0, 0, err
+	}
+	r, err := s.store.Requests(ctx, 100000, string(StatusDispatched), string(StatusRunning))
+	if err != nil {
+		return 0, 0, err
+	}
+	return len(p), len(r), nil
 }
 
 // History lists requests, newest first.
@@ -370,6 +389,7 @@ func (s *Service) Approve(ctx context.Context, id, approver string, a Approval) 
 	if err := s.store.SwapRequestAudited(ctx, string(StatusPending), body, h, entries...); err != nil {
 		return s.decided(ctx, id, StoreDown(err, NothingApproved))
 	}
+	s.counted(StatusPending, r)
 	s.publish(EventDecided, r)
 	if h != nil {
 		return r, nil // the holder dispatches it
@@ -729,7 +749,27 @@ func (s *Service) commit(ctx context.Context, from Status, r Request, steps ...s
 	if err != nil {
 		return err
 	}
-	return s.store.SwapRequestAudited(ctx, string(from), rec, nil, entries...)
+	if err := s.store.SwapRequestAudited(ctx, string(from), rec, nil, entries...); err != nil {
+		return err
+	}
+	s.counted(from, r)
+	return nil
+}
+
+// counted tells the metrics of a change this replica committed, from
+// status from ("" for a new request) to r's.
+func (s *Service) counted(from Status, r Request) {
+	if from == r.Status {
+		return
+	}
+	s.cfg.Metrics.Request(string(r.Status))
+	if from == StatusPending && (r.Status == StatusApproved || r.Status == StatusDenied) {
+		decision := string(r.Status)
+		if r.Status == StatusDenied && r.DecidedBy == "" {
+			decision = "expired"
+		}
+		s.cfg.Metrics.Decision(decision, r.DecidedAt.Sub(r.CreatedAt))
+	}
 }
 
 // record is r as stored, with the audit rows of steps.

@@ -511,6 +511,15 @@ func TestStatelessRequestsAreGuardedEachTime(t *testing.T) {
 	if resp := list("gc_wrong"); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("wrong token: %d; want 401", resp.StatusCode)
 	}
+	// A token for Prometheus is no MCP token: no tools, not even the read ones.
+	if err := e.st.CreateToken(context.Background(), store.Token{Name: "prom", Scope: store.ScopeMetrics, Hash: HashToken("gc_prom"), CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if resp := list("gc_prom"); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("metrics token: %d; want 401", resp.StatusCode)
+	} else if b, _ := io.ReadAll(resp.Body); !strings.Contains(resp.Header.Get("WWW-Authenticate")+string(b), "scope metrics") {
+		t.Errorf("metrics token refused with %q %q; want the scope named", resp.Header.Get("WWW-Authenticate"), b)
+	}
 	m := answer(t, list("gc_read"), 1)
 	if strings.Contains(string(m.Result), `"run_command"`) || !strings.Contains(string(m.Result), `"list_servers"`) {
 		t.Errorf("read token's tools/list: %s; want the read tools only", m.Result)

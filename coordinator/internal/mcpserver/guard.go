@@ -172,6 +172,9 @@ func Guard(next http.Handler, st TokenStore, cfg GuardConfig, logger *slog.Logge
 			logger.Error("token lookup failed", "err", err)
 			return nil, errors.New("token lookup failed")
 		}
+		if !t.Scope.MCP() {
+			return nil, fmt.Errorf("%w: token %q has scope %s, which may scrape /metrics only; AI clients need a token of scope read or operate (`gridcity mcp` prints one)", auth.ErrInvalidToken, t.Name, t.Scope)
+		}
 		// The session is bound to this token, not only its name: a name
 		// reused with another scope after a revocation starts anew.
 		return &auth.TokenInfo{UserID: "token:" + t.Name + ":" + hex.EncodeToString(t.Hash[:8]), Scopes: []string{string(t.Scope)}, Extra: map[string]any{"name": t.Name}}, nil

@@ -24,6 +24,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/incidents"
 	"github.com/gridcity/gridcity/coordinator/internal/resources"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
+	"github.com/gridcity/gridcity/coordinator/internal/telemetry"
 	"github.com/gridcity/gridcity/coordinator/internal/topology"
 )
 
@@ -66,6 +67,8 @@ type Deps struct {
 	// wait_for_command (default: the contract's 25 s and 45 s).
 	RunWait, WaitAgain time.Duration
 	Logger             *slog.Logger
+	// Metrics counts tool calls by tool and outcome, with their time (optional).
+	Metrics *telemetry.Metrics
 }
 
 // tool is one entry of the tool list: its tier and how to add it.
@@ -124,7 +127,41 @@ func NewServer(d Deps, scope store.Scope) *mcp.Server {
 	}
 	addResources(s, d, scope)
 	addPrompts(s, scope)
+	// Outermost, so that it times and counts every call, refused ones too.
+	s.AddReceivingMiddleware(countToolCalls(d.Metrics))
 	return s
+}
+
+// countToolCalls tells the metrics of every tools/call: its tool (one of
+// the tool list, "unknown" for any other name a client sends), its
+// outcome (ok; error, a tool error the model reads; refused, a protocol
+// error) and its time.
+func countToolCalls(m *telemetry.Metrics) mcp.Middleware {
+	known := map[string]bool{}
+	for _, t := range tools {
+		known[t.name] = true
+	}
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if m == nil || method != "tools/call" {
+				return next(ctx, method, req)
+			}
+			name := "unknown"
+			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && known[p.Name] {
+				name = p.Name
+			}
+			start := time.Now()
+			res, err := next(ctx, method, req)
+			outcome := "ok"
+			if r, ok := res.(*mcp.CallToolResult); err != nil || !ok {
+				outcome = "refused"
+			} else if r.IsError {
+				outcome = "error"
+			}
+			m.ToolCall(name, outcome, time.Since(start))
+			return res, err
+		}
+	}
 }
 
 // RecoverPanics turns a panic in a handler into a JSON-RPC internal error

@@ -34,6 +34,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gridcity/gridcity/coordinator/internal/config"
+	"github.com/gridcity/gridcity/coordinator/internal/telemetry"
 )
 
 // Coordinator is the vantage point name of checks the coordinator runs.
@@ -121,6 +122,8 @@ type Prober struct {
 	// the checks recorded here and not yet written to it.
 	shared *Shared
 	dirty  map[checkKey]bool
+	// metrics counts the checks recorded here (nil: none).
+	metrics *telemetry.Metrics
 }
 
 // Version changes whenever a resource's status, trouble, reason or since
@@ -149,6 +152,14 @@ func New(cfg *config.Config, logger *slog.Logger) *Prober {
 			state: State{ID: r.ID, Name: name, Kind: r.Kind, Engine: r.Engine, Target: r.Target, Status: "unknown", Metrics: map[string]float64{}}}
 	}
 	return p
+}
+
+// SetMetrics makes the prober count every check it records, by resource,
+// result and vantage. Call it before Run.
+func (p *Prober) SetMetrics(m *telemetry.Metrics) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.metrics = m
 }
 
 // SetAgents connects the agents and the rule that picks vantage points;
@@ -251,6 +262,11 @@ func (p *Prober) record(id, from string, res probe.Result) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r := p.states[id]
+	vantage := "agent"
+	if from == Coordinator {
+		vantage = Coordinator
+	}
+	p.metrics.ProbeCheck(id, res.OK, vantage)
 	c := r.checks[from]
 	if c == nil {
 		c = &Check{From: from}

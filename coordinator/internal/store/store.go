@@ -260,13 +260,19 @@ type ServerRecord struct {
 	LastSeen time.Time
 }
 
-// Scope says what an MCP token may do.
+// Scope says what a bearer token may do.
 type Scope string
 
 const (
 	ScopeOperate Scope = "operate" // every tool
 	ScopeRead    Scope = "read"    // read-only tools only
+	// ScopeMetrics may scrape /metrics and /metrics/fleet and nothing
+	// else: no MCP tool, no resource, no prompt.
+	ScopeMetrics Scope = "metrics"
 )
+
+// MCP reports whether tokens of the scope may use the MCP endpoint.
+func (s Scope) MCP() bool { return s == ScopeOperate || s == ScopeRead }
 
 // Token is an MCP bearer token, kept by hash.
 type Token struct {
