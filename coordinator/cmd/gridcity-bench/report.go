@@ -8,11 +8,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -297,6 +299,15 @@ func goBench(bin, dir, re, what, benchtime string, count int) ([]Row, error) {
 				Notes: fmt.Sprintf("%s; %.0f B/op.", common, medianF(m["B/op"]))},
 		)
 		rows = append(rows, sizeRows(name, m, common)...)
+		// Any other figure the benchmark reports (a scrape's KiB, its
+		// series …), in its own unit.
+		for _, unit := range slices.Sorted(maps.Keys(m)) {
+			switch unit {
+			case "ns/op", "B/op", "allocs/op", "budget-chars", "text-chars", "structured-chars":
+				continue
+			}
+			rows = append(rows, Row{Name: "go bench " + name + " " + unit, Unit: unit, Value: round3(medianF(m[unit])), Notes: common + "; " + what + "."})
+		}
 	}
 	return rows, nil
 }

@@ -1,16 +1,18 @@
 package telemetry
 
 import (
+	"bytes"
 	"cmp"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 )
@@ -50,69 +52,94 @@ const (
 // label, one series each per resource (1 for the current one).
 var ResourceStatuses = []string{"ok", "degraded", "failed", "unknown"}
 
-type fleetCollector struct {
-	src      FleetSource
-	district string // "": every district
-
-	up, lastSeen, cores, busy, load1, load5, load15 *prometheus.Desc
-	memUsed, memTotal, diskUsed, diskTotal          *prometheus.Desc
-	failedUnits, updates, securityUpdates, attacks  *prometheus.Desc
-	resourceStatus                                  *prometheus.Desc
-
-	names []string
+// fleetFamily is one metric of /metrics/fleet: its samples are written
+// as the servers are walked, and the families one after the other.
+type fleetFamily struct {
+	name, help string
+	labels     []string
+	buf        bytes.Buffer
 }
 
-func newFleetCollector(src FleetSource, district string) *fleetCollector {
-	server := []string{"server", "district"}
-	disk := []string{"server", "district", "mountpoint"}
-	var names []string
-	d := func(name, help string, labels []string) *prometheus.Desc {
-		names = append(names, namespace+"_"+name)
-		return prometheus.NewDesc(namespace+"_"+name, help, labels, nil)
+// add writes one sample; values are in the order of the family's labels.
+func (f *fleetFamily) add(v float64, values ...string) {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return // the agent API refuses these; never write one
 	}
-	c := &fleetCollector{src: src, district: district,
-		up:              d("server_up", "1 while the server's agent is connected, 0 when it is not (every other series of an offline server is left out: its last report is not its state).", server),
-		lastSeen:        d("server_last_seen_timestamp_seconds", "When the server's agent was last heard from.", server),
-		cores:           d("server_cpu_cores", "CPU cores.", server),
-		busy:            d("server_cpu_busy_ratio", "Share of CPU time busy over the agent's last sample interval (absent until it has two samples).", server),
-		load1:           d("server_load1", "Load average over 1 minute.", server),
-		load5:           d("server_load5", "Load average over 5 minutes.", server),
-		load15:          d("server_load15", "Load average over 15 minutes.", server),
-		memUsed:         d("server_memory_used_bytes", "Memory in use.", server),
-		memTotal:        d("server_memory_total_bytes", "Memory installed.", server),
-		diskUsed:        d("server_disk_used_bytes", "Bytes used on a mounted file system (the server's largest "+strconv.Itoa(MaxFleetDisks)+").", disk),
-		diskTotal:       d("server_disk_total_bytes", "Size of a mounted file system (the server's largest "+strconv.Itoa(MaxFleetDisks)+").", disk),
-		failedUnits:     d("server_failed_units", "systemd units in the failed state (absent when unknown).", server),
-		updates:         d("server_updates_pending", "Package updates pending (absent until the agent's first package-manager run).", server),
-		securityUpdates: d("server_updates_security", "Security updates among the pending ones.", server),
-		attacks:         d("server_attacks_open", "Open SSH attacks on the server (brute force, or a login after many failures).", server),
-		resourceStatus:  d("resource_status", "1 for a configured resource's current status (ok, degraded, failed, unknown), 0 for the others.", []string{"resource", "kind", "status"}),
+	f.buf.WriteString(f.name)
+	f.buf.WriteByte('{')
+	for i, l := range f.labels {
+		if i > 0 {
+			f.buf.WriteByte(',')
+		}
+		f.buf.WriteString(l)
+		f.buf.WriteString(`="`)
+		labelEscaper.WriteString(&f.buf, values[i])
+		f.buf.WriteByte('"')
 	}
-	c.names = names
-	return c
+	f.buf.WriteString("} ")
+	f.buf.Write(strconv.AppendFloat(f.buf.AvailableBuffer(), v, 'g', -1, 64))
+	f.buf.WriteByte('\n')
+}
+
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
+// fleetMetrics is every family of /metrics/fleet, in the order written.
+type fleetMetrics struct {
+	up, lastSeen, cores, busy, load1, load5, load15 *fleetFamily
+	memUsed, memTotal, diskUsed, diskTotal          *fleetFamily
+	failedUnits, updates, securityUpdates, attacks  *fleetFamily
+	resourceStatus                                  *fleetFamily
+	all                                             []*fleetFamily
+}
+
+func newFleetMetrics() *fleetMetrics {
+	m := &fleetMetrics{}
+	server := []string{"district", "server"} // in the order Prometheus sorts them
+	disk := []string{"district", "mountpoint", "server"}
+	d := func(name, help string, labels []string) *fleetFamily {
+		f := &fleetFamily{name: namespace + "_" + name, help: help, labels: labels}
+		m.all = append(m.all, f)
+		return f
+	}
+	m.up = d("server_up", "1 while the server's agent is connected, 0 when it is not (every other series of an offline server is left out: its last report is not its state).", server)
+	m.lastSeen = d("server_last_seen_timestamp_seconds", "When the server's agent was last heard from.", server)
+	m.cores = d("server_cpu_cores", "CPU cores.", server)
+	m.busy = d("server_cpu_busy_ratio", "Share of CPU time busy over the agent's last sample interval (absent until it has two samples).", server)
+	m.load1 = d("server_load1", "Load average over 1 minute.", server)
+	m.load5 = d("server_load5", "Load average over 5 minutes.", server)
+	m.load15 = d("server_load15", "Load average over 15 minutes.", server)
+	m.memUsed = d("server_memory_used_bytes", "Memory in use.", server)
+	m.memTotal = d("server_memory_total_bytes", "Memory installed.", server)
+	m.diskUsed = d("server_disk_used_bytes", "Bytes used on a mounted file system (the server's largest "+strconv.Itoa(MaxFleetDisks)+").", disk)
+	m.diskTotal = d("server_disk_total_bytes", "Size of a mounted file system (the server's largest "+strconv.Itoa(MaxFleetDisks)+").", disk)
+	m.failedUnits = d("server_failed_units", "systemd units in the failed state (absent when unknown).", server)
+	m.updates = d("server_updates_pending", "Package updates pending (absent until the agent's first package-manager run).", server)
+	m.securityUpdates = d("server_updates_security", "Security updates among the pending ones.", server)
+	m.attacks = d("server_attacks_open", "Open SSH attacks on the server (brute force, or a login after many failures).", server)
+	m.resourceStatus = d("resource_status", "1 for a configured resource's current status (ok, degraded, failed, unknown), 0 for the others.", []string{"kind", "resource", "status"})
+	return m
 }
 
 // FleetNames lists the names of every series /metrics/fleet may hold.
-func FleetNames() []string { return newFleetCollector(FleetSource{}, "").names }
-
-func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.lastSeen, c.cores, c.busy, c.load1, c.load5, c.load15, c.memUsed, c.memTotal,
-		c.diskUsed, c.diskTotal, c.failedUnits, c.updates, c.securityUpdates, c.attacks, c.resourceStatus} {
-		ch <- d
+func FleetNames() []string {
+	var names []string
+	for _, f := range newFleetMetrics().all {
+		names = append(names, f.name)
 	}
+	return names
 }
 
-func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
+// writeFleet writes the fleet (one district's servers when district is
+// set, and then no resources) in Prometheus' text format.
+func writeFleet(w io.Writer, src FleetSource, district string) error {
+	m := newFleetMetrics()
 	seen := map[string]bool{}
-	for _, s := range c.src.Servers() {
-		name, district := Label(s.Name), Label(s.District)
+	for _, s := range src.Servers() {
+		name, dist := Label(s.Name), Label(s.District)
 		// Names are unique in the fleet; cut to the label bound two could
 		// meet, and a second series with the same labels would fail the
 		// whole scrape.
-		if seen[name] || (c.district != "" && !strings.EqualFold(s.District, c.district)) {
+		if seen[name] || (district != "" && !strings.EqualFold(s.District, district)) {
 			continue
 		}
 		seen[name] = true
@@ -120,60 +147,71 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		if s.Online {
 			up = 1
 		}
-		gauge(c.up, up, name, district)
+		m.up.add(up, dist, name)
 		if !s.LastSeen.IsZero() {
-			gauge(c.lastSeen, float64(s.LastSeen.UnixMilli())/1000, name, district)
+			m.lastSeen.add(float64(s.LastSeen.UnixMilli())/1000, dist, name)
 		}
 		st := s.State
 		if !s.Online || st == nil {
 			continue
 		}
 		if cpu := st.GetCpu(); cpu != nil {
-			gauge(c.cores, float64(cpu.GetCores()), name, district)
+			m.cores.add(float64(cpu.GetCores()), dist, name)
 			if cpu.BusyPercent != nil {
-				gauge(c.busy, cpu.GetBusyPercent()/100, name, district)
+				m.busy.add(cpu.GetBusyPercent()/100, dist, name)
 			}
-			gauge(c.load1, cpu.GetLoad1(), name, district)
-			gauge(c.load5, cpu.GetLoad5(), name, district)
-			gauge(c.load15, cpu.GetLoad15(), name, district)
+			m.load1.add(cpu.GetLoad1(), dist, name)
+			m.load5.add(cpu.GetLoad5(), dist, name)
+			m.load15.add(cpu.GetLoad15(), dist, name)
 		}
 		if mem := st.GetMemory(); mem != nil {
-			gauge(c.memUsed, float64(mem.GetUsedBytes()), name, district)
-			gauge(c.memTotal, float64(mem.GetTotalBytes()), name, district)
+			m.memUsed.add(float64(mem.GetUsedBytes()), dist, name)
+			m.memTotal.add(float64(mem.GetTotalBytes()), dist, name)
 		}
 		for _, d := range largestDisks(st.GetDisks().GetItems()) {
-			gauge(c.diskUsed, float64(d.GetUsedBytes()), name, district, d.mount)
-			gauge(c.diskTotal, float64(d.GetTotalBytes()), name, district, d.mount)
+			m.diskUsed.add(float64(d.GetUsedBytes()), dist, d.mount, name)
+			m.diskTotal.add(float64(d.GetTotalBytes()), dist, d.mount, name)
 		}
 		if st.GetFailedUnits() != nil {
-			gauge(c.failedUnits, float64(len(st.GetFailedUnits().GetItems())), name, district)
+			m.failedUnits.add(float64(len(st.GetFailedUnits().GetItems())), dist, name)
 		}
 		if u := st.GetUpdates(); u != nil {
-			gauge(c.updates, float64(u.GetPending()), name, district)
-			gauge(c.securityUpdates, float64(u.GetSecurity()), name, district)
+			m.updates.add(float64(u.GetPending()), dist, name)
+			m.securityUpdates.add(float64(u.GetSecurity()), dist, name)
 		}
 		if st.GetLogins() != nil {
-			gauge(c.attacks, float64(s.OpenAttacks), name, district)
+			m.attacks.add(float64(s.OpenAttacks), dist, name)
 		}
 	}
-	if c.district != "" || c.src.Resources == nil {
-		return
+	if district == "" && src.Resources != nil {
+		done := map[string]bool{}
+		for _, r := range src.Resources() {
+			id := Label(r.ID)
+			if done[id] {
+				continue
+			}
+			done[id] = true
+			for _, status := range ResourceStatuses {
+				v := 0.0
+				if r.Status == status {
+					v = 1
+				}
+				m.resourceStatus.add(v, Label(r.Kind), id, status)
+			}
+		}
 	}
-	done := map[string]bool{}
-	for _, r := range c.src.Resources() {
-		id := Label(r.ID)
-		if done[id] {
+	for _, f := range m.all {
+		if f.buf.Len() == 0 {
 			continue
 		}
-		done[id] = true
-		for _, status := range ResourceStatuses {
-			v := 0.0
-			if r.Status == status {
-				v = 1
-			}
-			gauge(c.resourceStatus, v, id, Label(r.Kind), status)
+		if _, err := fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n", f.name, f.help, f.name); err != nil {
+			return err
+		}
+		if _, err := w.Write(f.buf.Bytes()); err != nil {
+			return err
 		}
 	}
+	return nil
 }
 
 type disk struct {
@@ -219,25 +257,36 @@ func Label(s string) string {
 	return s[:cut]
 }
 
-// FleetHandler serves the fleet as metrics; ?district=NAME keeps one
-// district's servers (and leaves the resources out), so that a large fleet
-// can be scraped in shards.
+// FleetHandler serves the fleet as metrics, in Prometheus' text format
+// (gzipped when the scraper accepts it, as Prometheus does); ?district=NAME
+// keeps one district's servers (and leaves the resources out), so that a
+// large fleet can be scraped in shards. It writes the text itself rather
+// than through a registry: at 10,000 servers that is a tenth of the time
+// and of the garbage.
 func FleetHandler(src FleetSource) http.Handler {
-	all := prometheus.NewRegistry()
-	all.MustRegister(newFleetCollector(src, ""))
-	whole := promhttp.HandlerFor(all, promhttp.HandlerOpts{EnableOpenMetrics: true})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		district := r.URL.Query().Get("district")
-		if district == "" {
-			whole.ServeHTTP(w, r)
-			return
-		}
 		if len(district) > MaxLabelBytes {
 			http.Error(w, "district: at most 128 bytes", http.StatusBadRequest)
 			return
 		}
-		one := prometheus.NewRegistry()
-		one.MustRegister(newFleetCollector(src, district))
-		promhttp.HandlerFor(one, promhttp.HandlerOpts{EnableOpenMetrics: true}).ServeHTTP(w, r)
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		var out io.Writer = w
+		if acceptsGzip(r) {
+			w.Header().Set("Content-Encoding", "gzip")
+			z, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
+			defer z.Close()
+			out = z
+		}
+		writeFleet(out, src, district) // an error is the scraper gone
 	})
+}
+
+func acceptsGzip(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		if enc, _, _ := strings.Cut(strings.TrimSpace(part), ";"); strings.EqualFold(enc, "gzip") {
+			return true
+		}
+	}
+	return false
 }
