@@ -43,6 +43,7 @@ git_version() {
 	local hash when tag dirty=""
 	hash=$(git rev-parse --short=7 HEAD) || die "not a git checkout: give --version (make package VERSION=1.2.3)"
 	when=$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y%m%d%H%M%S)
+	git update-index -q --refresh >/dev/null 2>&1 || true
 	git diff-index --quiet HEAD -- || dirty=.dirty
 	tag=$(git describe --tags --abbrev=0 --match 'v[0-9]*' 2>/dev/null || true)
 	if [ -z "$tag" ]; then
