@@ -10,7 +10,7 @@ TEST_MODULES := coordinator/e2e/mcpgoclient
 PROTOC_GEN_GO := v1.36.12
 PROTOC_GEN_GO_GRPC := v1.6.0
 
-.PHONY: all build run run-ha test unit e2e bench proto proto-check tidy-check vet fmt-check clean \
+.PHONY: all build package run run-ha test unit e2e bench proto proto-check tidy-check vet fmt-check clean \
 	demo demo-break demo-fix demo-status demo-down demo-build
 
 all: build
@@ -24,6 +24,13 @@ build:
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o $(BIN)/gridcity ./coordinator/cmd/gridcity
 	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o $(BIN)/gridcity-agent ./agent/cmd/gridcity-agent
+
+# package: dist/gridcity_VERSION_ARCH.deb, dist/gridcity-agent_VERSION_ARCH.deb and the .rpm
+# files (gridcity-VERSION-1.x86_64.rpm, …) for amd64 and arm64, with nfpm at a pinned version
+# (deploy/package/build.sh). VERSION=… sets the version (default: from git, 0~gitDATE.HASH
+# before the first tag), ARCHS="amd64" fewer architectures.
+package:
+	@deploy/package/build.sh --out dist $(if $(filter command line environment,$(origin VERSION)),--version "$(VERSION)") $(if $(ARCHS),--arch "$(ARCHS)")
 
 # run: a coordinator on its embedded store plus an agent for this machine. CONFIG=FILE starts
 # the coordinator with that config (districts, resources, links, runbooks; see the README).
@@ -103,4 +110,4 @@ fmt-check:
 	@out=$$(gofmt -l proto agent coordinator); [ -z "$$out" ] || { echo "gofmt needed: $$out"; exit 1; }
 
 clean:
-	rm -rf $(BIN) .run
+	rm -rf $(BIN) .run dist

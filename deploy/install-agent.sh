@@ -221,6 +221,7 @@ case $STATE in
 esac
 sed -e "/^#/!s|/usr/local/bin/gridcity-agent|$PREFIX/gridcity-agent|g" \
 	-e "/^#/!s|--state /var/lib/gridcity-agent|--state $STATE|g" \
+	-e "/^#/!s|=/var/lib/gridcity-agent/identity.json|=$IDENTITY|g" \
 	-e "/^#/!s|/etc/gridcity/|$ETC/|g" \
 	-e "$state_dir_lines" \
 	"$UNIT_SRC" >"$unit"

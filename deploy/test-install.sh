@@ -232,6 +232,7 @@ assert_grep 'name: "test-install-agent"' "$ETC/agent.yaml"
 assert_grep "runAs: root" "$ETC/agent.yaml"
 assert_grep "commands: true" "$ETC/agent.yaml"
 assert_grep "ExecStart=$PREFIX/gridcity-agent run --state $STATE --config $ETC/agent.yaml" "$UNITS/gridcity-agent.service"
+assert_grep "^ConditionPathExists=$STATE/identity.json$" "$UNITS/gridcity-agent.service"
 agent_cmd=$(printed_command "$LOGS/install-agent.out")
 [ "$agent_cmd" = "$PREFIX/gridcity-agent run --state $STATE --config $ETC/agent.yaml" ] ||
 	fail "install-agent.sh printed \"$agent_cmd\" as the command to start the agent by hand"
