@@ -242,7 +242,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	deps := mcpserver.Deps{Fleet: fl, Store: st, Commands: cmds, Topology: topo, Resources: prober, Incidents: tracker, AppURL: appURL, Logger: logger, Metrics: metrics}
 	mux.Handle("/mcp", mcpserver.Handler(deps, mcpserver.DefaultGuardConfig()))
 	// Behind a TLS proxy (--public-http) the browser sees https too.
-	mux.Handle("/", web.New(web.Config{Secure: info.TLS || *publicHTTP}, cmds, st, logger))
+	mux.Handle("/", web.New(web.Config{Secure: info.TLS || *publicHTTP, Views: mcpserver.NewApp(deps)}, cmds, st, logger))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		health := map[string]any{"status": "ok", "version": version, "agentsConnected": len(api.Connected())}

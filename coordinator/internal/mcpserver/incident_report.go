@@ -92,94 +92,100 @@ func addIncidentReport(s *mcp.Server, d Deps) {
 		Annotations:  readOnly("Incident report"),
 		OutputSchema: outputSchema[IncidentOutput](),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in IncidentInput) (*mcp.CallToolResult, IncidentOutput, error) {
-		g, err := d.Topology.Graph()
-		if err != nil {
-			return nil, IncidentOutput{}, fmt.Errorf("the topology cannot be built: %v", err)
-		}
-		rep := g.IncidentsWith(graph.IncidentOptions{MaxAtRisk: maxAtRisk})
-		out := IncidentOutput{Healthy: rep.Healthy, Total: rep.Total, RootCauses: []RootCauseView{}, Troubled: []TroubledView{}, Recent: []IncidentView{},
-			RootCausesCount: len(rep.RootCauses), TroubledCount: len(rep.Troubled), GeneratedAt: rfc3339(time.Now())}
-		budget := budgetFor(in.RootCause != "" || in.After != "")
-		// The root causes that explain the most come first: fixing one of
-		// them ends the most trouble.
-		causes := slices.Clone(rep.RootCauses)
-		slices.SortStableFunc(causes, func(a, b graph.RootCause) int {
-			return cmp.Or(cmp.Compare(len(b.Explains), len(a.Explains)), cmp.Compare(b.AtRiskCount, a.AtRiskCount), cmp.Compare(a.ID, b.ID))
-		})
-		ids := make([]string, len(causes))
-		for i, rc := range causes {
-			ids[i] = rc.ID
-		}
-		view := func(rc graph.RootCause, explains, atRisk int) RootCauseView {
-			if d.Incidents != nil {
-				// The incident's recorded start survives restarts; the
-				// probe's own "since" starts over with the coordinator.
-				if since, ok := d.Incidents.Since(rc.ID); ok {
-					rc.Since = since
-				}
-			}
-			v := RootCauseView{ID: rc.ID, Name: rc.Name, Kind: rc.Kind, Status: rc.Status, Reason: rc.Reason, Since: rfc3339(rc.Since),
-				Explains: orEmpty(rc.Explains[:min(explains, len(rc.Explains))]), ExplainsCount: len(rc.Explains),
-				AtRisk: orEmpty(rc.AtRisk[:min(atRisk, len(rc.AtRisk))]), AtRiskCount: rc.AtRiskCount}
-			if explains > 0 && explains < len(rc.Explains) {
-				v.ExplainsNextAfter = rc.Explains[explains-1]
-			}
-			return v
-		}
-		if in.RootCause != "" {
-			i := slices.Index(ids, in.RootCause)
-			if i < 0 {
-				return nil, IncidentOutput{}, fmt.Errorf("%q is not a root cause now; root causes: %s", in.RootCause, closeMatches(in.RootCause, ids))
-			}
-			rc := causes[i]
-			from, err := afterKey(rc.Explains, in.After, "targets "+rc.ID+" explains")
-			if err != nil {
-				return nil, IncidentOutput{}, err
-			}
-			rc.Explains = rc.Explains[from:]
-			head := view(rc, 0, maxAtRisk)
-			n := max(1, fitting(rc.Explains, budget-jsonSize(out)-jsonSize(head)-500))
-			out.RootCauses = append(out.RootCauses, view(rc, n, maxAtRisk))
-			return nil, out, nil
-		}
-		from, err := afterKey(ids, in.After, "root causes")
-		if err != nil {
-			return nil, IncidentOutput{}, err
-		}
-		views := make([]RootCauseView, 0, len(causes)-from)
-		for _, rc := range causes[from:] {
-			views = append(views, view(rc, maxListed, maxListed))
-		}
-		// Root causes first, then the latest incidents, then as many
-		// troubled targets as the rest of the budget holds.
-		n := fitting(views, budget*3/5)
-		if n == 0 && len(views) > 0 {
-			n = 1
-		}
-		out.RootCauses = views[:n]
-		if n < len(views) {
-			out.NextAfter = views[n-1].ID
-		}
-		if d.Incidents != nil {
-			hist, err := d.Incidents.History(ctx, 20)
-			if down, asOf, ok := storeOutage(d, err, time.Now()); ok && errors.Is(err, store.ErrUnavailable) {
-				// What this coordinator judges from memory still stands.
-				out.Gaps = []GapView{{Check: "store", Reason: down + ": recent incidents are left out until it is back; root causes and troubled targets are judged from what this coordinator holds, the servers other coordinators hold " + asOf + " (stale)"}}
-			} else if err != nil {
-				return nil, IncidentOutput{}, fmt.Errorf("reading the incident history failed (%v); retry", err)
-			}
-			var recent []IncidentView
-			for _, in := range hist {
-				recent = append(recent, IncidentView{Target: in.Target, Kind: in.Kind, Reason: in.Reason,
-					StartedAt: rfc3339(in.StartedAt), EndedAt: rfc3339(in.EndedAt), Explains: orEmpty(in.Explains[:min(maxListed, len(in.Explains))]), ExplainsCount: len(in.Explains)})
-			}
-			out.Recent = orEmptyOf(recent[:fitting(recent, budget/5)])
-		}
-		troubled := make([]TroubledView, 0, len(rep.Troubled))
-		for _, t := range rep.Troubled {
-			troubled = append(troubled, TroubledView{ID: t.ID, Name: t.Name, Kind: t.Kind, Status: t.Status, Reason: t.Reason, Since: rfc3339(t.Since), RootCause: t.RootCause})
-		}
-		out.Troubled = troubled[:fitting(troubled, budget-jsonSize(out)-200)]
-		return nil, out, nil
+		out, err := incidentReport(ctx, d, in)
+		return nil, out, err
 	})
+}
+
+// incidentReport answers incident_report.
+func incidentReport(ctx context.Context, d Deps, in IncidentInput) (IncidentOutput, error) {
+	g, err := d.Topology.Graph()
+	if err != nil {
+		return IncidentOutput{}, fmt.Errorf("the topology cannot be built: %v", err)
+	}
+	rep := g.IncidentsWith(graph.IncidentOptions{MaxAtRisk: maxAtRisk})
+	out := IncidentOutput{Healthy: rep.Healthy, Total: rep.Total, RootCauses: []RootCauseView{}, Troubled: []TroubledView{}, Recent: []IncidentView{},
+		RootCausesCount: len(rep.RootCauses), TroubledCount: len(rep.Troubled), GeneratedAt: rfc3339(time.Now())}
+	budget := budgetFor(in.RootCause != "" || in.After != "")
+	// The root causes that explain the most come first: fixing one of
+	// them ends the most trouble.
+	causes := slices.Clone(rep.RootCauses)
+	slices.SortStableFunc(causes, func(a, b graph.RootCause) int {
+		return cmp.Or(cmp.Compare(len(b.Explains), len(a.Explains)), cmp.Compare(b.AtRiskCount, a.AtRiskCount), cmp.Compare(a.ID, b.ID))
+	})
+	ids := make([]string, len(causes))
+	for i, rc := range causes {
+		ids[i] = rc.ID
+	}
+	view := func(rc graph.RootCause, explains, atRisk int) RootCauseView {
+		if d.Incidents != nil {
+			// The incident's recorded start survives restarts; the
+			// probe's own "since" starts over with the coordinator.
+			if since, ok := d.Incidents.Since(rc.ID); ok {
+				rc.Since = since
+			}
+		}
+		v := RootCauseView{ID: rc.ID, Name: rc.Name, Kind: rc.Kind, Status: rc.Status, Reason: rc.Reason, Since: rfc3339(rc.Since),
+			Explains: orEmpty(rc.Explains[:min(explains, len(rc.Explains))]), ExplainsCount: len(rc.Explains),
+			AtRisk: orEmpty(rc.AtRisk[:min(atRisk, len(rc.AtRisk))]), AtRiskCount: rc.AtRiskCount}
+		if explains > 0 && explains < len(rc.Explains) {
+			v.ExplainsNextAfter = rc.Explains[explains-1]
+		}
+		return v
+	}
+	if in.RootCause != "" {
+		i := slices.Index(ids, in.RootCause)
+		if i < 0 {
+			return IncidentOutput{}, fmt.Errorf("%q is not a root cause now; root causes: %s", in.RootCause, closeMatches(in.RootCause, ids))
+		}
+		rc := causes[i]
+		from, err := afterKey(rc.Explains, in.After, "targets "+rc.ID+" explains")
+		if err != nil {
+			return IncidentOutput{}, err
+		}
+		rc.Explains = rc.Explains[from:]
+		head := view(rc, 0, maxAtRisk)
+		n := max(1, fitting(rc.Explains, budget-jsonSize(out)-jsonSize(head)-500))
+		out.RootCauses = append(out.RootCauses, view(rc, n, maxAtRisk))
+		return out, nil
+	}
+	from, err := afterKey(ids, in.After, "root causes")
+	if err != nil {
+		return IncidentOutput{}, err
+	}
+	views := make([]RootCauseView, 0, len(causes)-from)
+	for _, rc := range causes[from:] {
+		views = append(views, view(rc, maxListed, maxListed))
+	}
+	// Root causes first, then the latest incidents, then as many
+	// troubled targets as the rest of the budget holds.
+	n := fitting(views, budget*3/5)
+	if n == 0 && len(views) > 0 {
+		n = 1
+	}
+	out.RootCauses = views[:n]
+	if n < len(views) {
+		out.NextAfter = views[n-1].ID
+	}
+	if d.Incidents != nil {
+		hist, err := d.Incidents.History(ctx, 20)
+		if down, asOf, ok := storeOutage(d, err, time.Now()); ok && errors.Is(err, store.ErrUnavailable) {
+			// What this coordinator judges from memory still stands.
+			out.Gaps = []GapView{{Check: "store", Reason: down + ": recent incidents are left out until it is back; root causes and troubled targets are judged from what this coordinator holds, the servers other coordinators hold " + asOf + " (stale)"}}
+		} else if err != nil {
+			return IncidentOutput{}, fmt.Errorf("reading the incident history failed (%v); retry", err)
+		}
+		var recent []IncidentView
+		for _, in := range hist {
+			recent = append(recent, IncidentView{Target: in.Target, Kind: in.Kind, Reason: in.Reason,
+				StartedAt: rfc3339(in.StartedAt), EndedAt: rfc3339(in.EndedAt), Explains: orEmpty(in.Explains[:min(maxListed, len(in.Explains))]), ExplainsCount: len(in.Explains)})
+		}
+		out.Recent = orEmptyOf(recent[:fitting(recent, budget/5)])
+	}
+	troubled := make([]TroubledView, 0, len(rep.Troubled))
+	for _, t := range rep.Troubled {
+		troubled = append(troubled, TroubledView{ID: t.ID, Name: t.Name, Kind: t.Kind, Status: t.Status, Reason: t.Reason, Since: rfc3339(t.Since), RootCause: t.RootCause})
+	}
+	out.Troubled = troubled[:fitting(troubled, budget-jsonSize(out)-200)]
+	return out, nil
 }

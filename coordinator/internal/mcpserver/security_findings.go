@@ -99,68 +99,74 @@ func addSecurityFindings(s *mcp.Server, d Deps) {
 		Annotations:  readOnly("Security findings"),
 		OutputSchema: outputSchema[SecurityOutput](),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in SecurityInput) (*mcp.CallToolResult, SecurityOutput, error) {
-		o := security.DefaultOptions()
-		o.Runbooks = d.Topology.Config().Runbooks
-		now := time.Now()
-		servers, res := d.Fleet.Servers(), d.Resources.States()
-		if in.Server != "" {
-			i := slices.IndexFunc(servers, func(s fleet.Server) bool { return s.Name == in.Server })
-			if i < 0 {
-				names := make([]string, 0, len(servers))
-				for _, s := range servers {
-					names = append(names, s.Name)
-				}
-				return nil, SecurityOutput{}, fmt.Errorf("unknown server %q; known servers: %s", in.Server, closeMatches(in.Server, names))
-			}
-			// One server's findings, in full; a resource's certificate is no server's.
-			servers, res, o.Full = servers[i:i+1], nil, true
-		}
-		rep := security.Judge(servers, res, now, o)
-		out := SecurityOutput{Attacks: []AttackView{}, Sources: []SourceView{}, Exposures: []ExposureView{}, Gaps: []SecurityGapView{}, GeneratedAt: rfc3339(now)}
-		if in.Source != "" {
-			rep.Attacks = slices.DeleteFunc(rep.Attacks, func(a security.Attack) bool { return a.Source != in.Source })
-			if len(rep.Attacks) == 0 {
-				return nil, SecurityOutput{}, fmt.Errorf("no attack comes from %q now; call security_findings without source to see the sources", in.Source)
-			}
-			rep.Exposures, rep.Gaps = nil, nil // findings of servers, not of a source
-		}
-		budget := budgetFor(in.Server != "" || in.Source != "" || in.After != "")
-		out.Sources, out.SourcesCount = sources(rep.Attacks)
-		out.Sources = out.Sources[:min(len(out.Sources), maxListed)]
-		keys := make([]string, len(rep.Attacks))
-		for i, a := range rep.Attacks {
-			keys[i] = attackKey(a)
-			if a.State == "open" {
-				out.AttacksOpen++
-			}
-		}
-		from, err := afterKey(keys, in.After, "attacks")
-		if err != nil {
-			return nil, SecurityOutput{}, err
-		}
-		out.AttacksCount, out.ExposuresCount, out.GapsCount = len(rep.Attacks), len(rep.Exposures), len(rep.Gaps)
-		// Attacks first, then exposures (most severe first), then gaps,
-		// each cut to its share of what is left.
-		left := budget - jsonSize(out) - 300
-		share := left / 2
-		if in.Source != "" {
-			share = left // a source's answer is its attacks alone
-		}
-		out.Attacks = fill(rep.Attacks[from:], attackView, share)
-		if n := len(out.Attacks); from+n < len(rep.Attacks) && n > 0 {
-			out.NextAfter = keys[from+n-1]
-		}
-		left -= jsonSize(out.Attacks)
-		out.Exposures = fill(rep.Exposures, func(e security.Exposure) ExposureView {
-			return ExposureView{Kind: e.Kind, Server: e.Server, Resource: e.Resource, Severity: e.Severity, Detail: e.Detail,
-				Address: e.Address, Port: e.Port, Process: e.Process, Advice: e.Advice, Runbook: e.Runbook}
-		}, left*2/3)
-		left -= jsonSize(out.Exposures)
-		out.Gaps = fill(rep.Gaps, func(g security.Gap) SecurityGapView {
-			return SecurityGapView{Server: g.Server, Check: g.Check, Reason: g.Reason}
-		}, left)
-		return nil, out, nil
+		out, err := securityFindings(ctx, d, in)
+		return nil, out, err
 	})
+}
+
+// securityFindings answers security_findings.
+func securityFindings(ctx context.Context, d Deps, in SecurityInput) (SecurityOutput, error) {
+	o := security.DefaultOptions()
+	o.Runbooks = d.Topology.Config().Runbooks
+	now := time.Now()
+	servers, res := d.Fleet.Servers(), d.Resources.States()
+	if in.Server != "" {
+		i := slices.IndexFunc(servers, func(s fleet.Server) bool { return s.Name == in.Server })
+		if i < 0 {
+			names := make([]string, 0, len(servers))
+			for _, s := range servers {
+				names = append(names, s.Name)
+			}
+			return SecurityOutput{}, fmt.Errorf("unknown server %q; known servers: %s", in.Server, closeMatches(in.Server, names))
+		}
+		// One server's findings, in full; a resource's certificate is no server's.
+		servers, res, o.Full = servers[i:i+1], nil, true
+	}
+	rep := security.Judge(servers, res, now, o)
+	out := SecurityOutput{Attacks: []AttackView{}, Sources: []SourceView{}, Exposures: []ExposureView{}, Gaps: []SecurityGapView{}, GeneratedAt: rfc3339(now)}
+	if in.Source != "" {
+		rep.Attacks = slices.DeleteFunc(rep.Attacks, func(a security.Attack) bool { return a.Source != in.Source })
+		if len(rep.Attacks) == 0 {
+			return SecurityOutput{}, fmt.Errorf("no attack comes from %q now; call security_findings without source to see the sources", in.Source)
+		}
+		rep.Exposures, rep.Gaps = nil, nil // findings of servers, not of a source
+	}
+	budget := budgetFor(in.Server != "" || in.Source != "" || in.After != "")
+	out.Sources, out.SourcesCount = sources(rep.Attacks)
+	out.Sources = out.Sources[:min(len(out.Sources), maxListed)]
+	keys := make([]string, len(rep.Attacks))
+	for i, a := range rep.Attacks {
+		keys[i] = attackKey(a)
+		if a.State == "open" {
+			out.AttacksOpen++
+		}
+	}
+	from, err := afterKey(keys, in.After, "attacks")
+	if err != nil {
+		return SecurityOutput{}, err
+	}
+	out.AttacksCount, out.ExposuresCount, out.GapsCount = len(rep.Attacks), len(rep.Exposures), len(rep.Gaps)
+	// Attacks first, then exposures (most severe first), then gaps,
+	// each cut to its share of what is left.
+	left := budget - jsonSize(out) - 300
+	share := left / 2
+	if in.Source != "" {
+		share = left // a source's answer is its attacks alone
+	}
+	out.Attacks = fill(rep.Attacks[from:], attackView, share)
+	if n := len(out.Attacks); from+n < len(rep.Attacks) && n > 0 {
+		out.NextAfter = keys[from+n-1]
+	}
+	left -= jsonSize(out.Attacks)
+	out.Exposures = fill(rep.Exposures, func(e security.Exposure) ExposureView {
+		return ExposureView{Kind: e.Kind, Server: e.Server, Resource: e.Resource, Severity: e.Severity, Detail: e.Detail,
+			Address: e.Address, Port: e.Port, Process: e.Process, Advice: e.Advice, Runbook: e.Runbook}
+	}, left*2/3)
+	left -= jsonSize(out.Exposures)
+	out.Gaps = fill(rep.Gaps, func(g security.Gap) SecurityGapView {
+		return SecurityGapView{Server: g.Server, Check: g.Check, Reason: g.Reason}
+	}, left)
+	return out, nil
 }
 
 // attackKey names an attack for after: its server, source and kind.

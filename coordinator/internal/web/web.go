@@ -60,6 +60,9 @@ type Config struct {
 	SessionTTL time.Duration
 	// Now is the clock for sessions and login rate limits; nil means time.Now.
 	Now func() time.Time
+	// Views answer the read-only pages of the fleet (/api/fleet,
+	// /api/servers/…, /api/incidents, /api/security); nil: they answer 503.
+	Views Views
 
 	// heartbeat is how often an idle event stream carries a comment, so
 	// that proxies keep it open and a dead client is noticed; the session
@@ -89,6 +92,8 @@ type Store interface {
 	// SessionByHash returns a session that has not expired at now.
 	SessionByHash(ctx context.Context, hash []byte, now time.Time) (store.Session, error)
 	DeleteSession(ctx context.Context, hash []byte) error
+	// Audit lists a request's audit rows in order, at most limit.
+	Audit(ctx context.Context, requestID string, limit int) ([]store.AuditEntry, error)
 }
 
 type app struct {
@@ -127,10 +132,11 @@ func New(cfg Config, svc Service, st Store, logger *slog.Logger) http.Handler {
 	mux.Handle("POST /api/requests/{id}/approve", a.authed(a.approve))
 	mux.Handle("POST /api/requests/{id}/deny", a.authed(a.deny))
 	mux.Handle("GET /api/events", a.authed(a.events))
+	a.routeViews(mux)
 	// Anything else under /api/ is a mistake, answered in JSON; it still
 	// needs a session so that the API's shape is not told to strangers.
 	mux.Handle("/api/", a.authed(func(w http.ResponseWriter, r *http.Request, _ store.Session) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s; the app's API is /api/login, /api/me, /api/requests, /api/history, /api/events", r.Method, r.URL.Path))
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s; the app's API is /api/login, /api/me, /api/requests, /api/history, /api/events, /api/fleet, /api/servers/NAME, /api/servers/NAME/metrics, /api/incidents, /api/security, /api/audit", r.Method, r.URL.Path))
 	}))
 
 	static, err := fs.Sub(assets, "assets")
