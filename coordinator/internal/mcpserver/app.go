@@ -39,6 +39,17 @@ const (
 	appCommandsScan = 2000
 )
 
+// Version changes whenever what the map draws may have changed: a server
+// connected or went offline, its addresses or connections changed, a
+// resource's status changed. The app's event stream tells pages of it.
+func (a *App) Version() string {
+	v := fmt.Sprintf("%d", a.d.Fleet.ShapeVersion())
+	if a.d.Resources != nil {
+		v += fmt.Sprintf(".%d", a.d.Resources.Version())
+	}
+	return v
+}
+
 // AppFleet is GET /api/fleet: the city map's page of targets, with the
 // districts, the links between the page's targets and the open incidents.
 type AppFleet struct {

@@ -90,8 +90,8 @@ type snapshot struct {
 }
 
 // events serves the live list as server-sent events: "pending" (snapshot),
-// then "created", "decided", "updated" and "finished" with the request, and
-// "end" when the session ends. Comments every heartbeat keep it open.
+// then "created", "decided", "updated" and "finished" with the request,
+// "fleet" when the map may have changed, and "end" when the session ends. Comments every heartbeat keep it open.
 func (a *app) events(w http.ResponseWriter, r *http.Request, se store.Session) {
 	done, remove, ok := a.streams.add(se.Hash)
 	if !ok {
@@ -103,6 +103,10 @@ func (a *app) events(w http.ResponseWriter, r *http.Request, se store.Session) {
 	// worst, which the page handles, instead of not at all.
 	ch, unsubscribe := a.svc.Subscribe()
 	defer unsubscribe()
+	var version string
+	if a.cfg.Views != nil {
+		version = a.cfg.Views.Version()
+	}
 	pending, err := a.svc.Pending(r.Context())
 	if err != nil {
 		a.serviceError(w, r, "listing pending requests", err)
@@ -154,6 +158,16 @@ func (a *app) events(w http.ResponseWriter, r *http.Request, se store.Session) {
 
 	beat := time.NewTicker(a.cfg.heartbeat)
 	defer beat.Stop()
+	// The fleet's pages follow the fleet: "fleet" tells them that what the
+	// map draws may have changed (a server came or went, a resource's
+	// status moved), and they read /api/fleet again. The version was read
+	// before the stream opened, so a change since is told.
+	var fleetTick <-chan time.Time
+	if a.cfg.Views != nil {
+		t := time.NewTicker(a.cfg.fleetEvery)
+		defer t.Stop()
+		fleetTick = t.C
+	}
 	expiry := time.NewTimer(se.ExpiresAt.Sub(a.cfg.Now()))
 	defer expiry.Stop()
 	for {
@@ -175,6 +189,13 @@ func (a *app) events(w http.ResponseWriter, r *http.Request, se store.Session) {
 			}
 			if !send("", nil) {
 				return
+			}
+		case <-fleetTick:
+			if v := a.cfg.Views.Version(); v != version {
+				version = v
+				if !send("fleet", map[string]string{"version": v}) {
+					return
+				}
 			}
 		case ev, open := <-ch:
 			if !open {

@@ -20,6 +20,8 @@ type Views interface {
 	ServerMetrics(ctx context.Context, name, since string) (mcpserver.MetricsOutput, error)
 	Incidents(ctx context.Context) (mcpserver.AppIncidents, error)
 	Security(ctx context.Context, after string) (mcpserver.SecurityOutput, error)
+	// Version changes when what the map draws may have changed.
+	Version() string
 }
 
 // Bounds of the audit page.

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,7 +18,16 @@ import (
 
 // fakeViews stands in for the fleet's pages (mcpserver.App, tested there):
 // here what matters is the session, the routes and the error statuses.
-type fakeViews struct{ err error }
+type fakeViews struct {
+	err     error
+	version *atomic.Value // string
+}
+
+func newFakeViews(err error) fakeViews {
+	v := &atomic.Value{}
+	v.Store("1")
+	return fakeViews{err: err, version: v}
+}
 
 func (f fakeViews) Fleet(_ context.Context, after string) (mcpserver.AppFleet, error) {
 	return mcpserver.AppFleet{NextAfter: "after:" + after}, f.err
@@ -36,6 +47,8 @@ func (f fakeViews) ServerMetrics(_ context.Context, name, since string) (mcpserv
 	return mcpserver.MetricsOutput{Target: name}, f.err
 }
 
+func (f fakeViews) Version() string { return f.version.Load().(string) }
+
 func (f fakeViews) Incidents(context.Context) (mcpserver.AppIncidents, error) {
 	return mcpserver.AppIncidents{}, f.err
 }
@@ -48,7 +61,7 @@ func (f fakeViews) Security(context.Context, string) (mcpserver.SecurityOutput, 
 // call; an unknown server is 404, a bad argument 400, a failure 500 that
 // says what failed.
 func TestFleetPagesNeedASession(t *testing.T) {
-	e := newEnv(t, Config{Views: fakeViews{}})
+	e := newEnv(t, Config{Views: newFakeViews(nil)})
 	c := e.login(t)
 	paths := []string{"/api/fleet", "/api/servers/web-1", "/api/servers/web-1/metrics?since=1h", "/api/incidents", "/api/security", "/api/audit"}
 	for _, p := range paths {
@@ -70,7 +83,7 @@ func TestFleetPagesNeedASession(t *testing.T) {
 			t.Errorf("GET %s: %d %s; want %d with why", path, r.code, r.body, want)
 		}
 	}
-	failing := newEnv(t, Config{Views: fakeViews{err: errors.New("the topology cannot be built")}})
+	failing := newEnv(t, Config{Views: newFakeViews(errors.New("the topology cannot be built"))})
 	if r := failing.do(t, req{method: "GET", path: "/api/fleet", cookie: failing.login(t)}); r.code != 500 || !strings.Contains(r.errorText(t), "topology") {
 		t.Errorf("a failing page: %d %s; want 500 saying why", r.code, r.body)
 	}
@@ -150,5 +163,34 @@ func TestAuditPage(t *testing.T) {
 		if r := e.do(t, req{method: "GET", path: "/api/audit" + q, cookie: c}); r.code != 400 || r.errorText(t) == "" {
 			t.Errorf("GET /api/audit%s: %d %s; want 400 with why", q, r.code, r.body)
 		}
+	}
+}
+
+// A page's event stream says when the map may have changed, once per
+// change, so that it reads /api/fleet again rather than polling.
+func TestEventsTellOfFleetChanges(t *testing.T) {
+	views := newFakeViews(nil)
+	e := newEnv(t, Config{Views: views, fleetEvery: 20 * time.Millisecond})
+	srv := httptest.NewServer(e.h)
+	t.Cleanup(srv.Close) // after the stream's own cleanup has closed it
+	ch, _ := e.openEvents(t, srv, e.login(t))
+	if ev := next(t, ch); ev.name != "pending" {
+		t.Fatalf("first event %q", ev.name)
+	}
+	views.version.Store("2")
+	if ev := next(t, ch); ev.name != "fleet" || ev.data != `{"version":"2"}` {
+		t.Fatalf("after a change: %+v; want a fleet event", ev)
+	}
+	views.version.Store("3")
+	if ev := next(t, ch); ev.name != "fleet" || ev.data != `{"version":"3"}` {
+		t.Fatalf("after a second change: %+v", ev)
+	}
+	// No change, no event.
+	select {
+	case ev := <-ch:
+		if ev.name != ":" {
+			t.Fatalf("an event without a change: %+v", ev)
+		}
+	case <-time.After(200 * time.Millisecond):
 	}
 }

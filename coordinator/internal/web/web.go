@@ -68,6 +68,9 @@ type Config struct {
 	// that proxies keep it open and a dead client is noticed; the session
 	// is checked again at each one. 0 means 15 s; tests shorten it.
 	heartbeat time.Duration
+	// fleetEvery is how often an event stream looks for a change of the
+	// fleet to tell the page of; 0 means 2 s.
+	fleetEvery time.Duration
 }
 
 // Bounds on what a browser may send and ask for.
@@ -113,6 +116,9 @@ func New(cfg Config, svc Service, st Store, logger *slog.Logger) http.Handler {
 	}
 	if cfg.heartbeat <= 0 {
 		cfg.heartbeat = 15 * time.Second
+	}
+	if cfg.fleetEvery <= 0 {
+		cfg.fleetEvery = 2 * time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
