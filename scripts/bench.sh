@@ -367,6 +367,46 @@ fi
 
 commit=$(git rev-parse --short HEAD 2>/dev/null || true)
 [ -n "$commit" ] && [ -n "$(git status --porcelain -- agent proto coordinator 2>/dev/null)" ] && commit="$commit with uncommitted changes in agent/, proto/ or coordinator/"
+# The app's fleet pages in a real browser (Debian's Chromium, headless): a
+# coordinator holding 1,000 simulated agents, a week of metric history
+# seeded into its store for ten of them before it starts; the city map and a
+# server's page, each loaded afresh, timed to their data on screen, with the
+# bytes received, and the week's history as the page fetches it.
+APP_N=${BENCH_APP_N:-1000}
+app=()
+chromium=$(command -v chromium || command -v chromium-browser || true)
+if [ "$APP_N" = 0 ]; then
+  :
+elif [ -z "$chromium" ]; then
+  app+=(-app-error "Chromium is not installed (apt-get install chromium)")
+else
+  mapfile -t aports < <("$tmp/gridcity-bench" ports 2)
+  adata="$tmp/app"
+  say "the app's pages: $APP_N simulated agents on 127.0.0.1:${aports[0]} / 127.0.0.1:${aports[1]}, data in $adata"
+  rc=0
+  "$tmp/gridcity-bench" seed -data "$adata" -servers 10 -days 7 || rc=$?
+  if [ "$rc" = 0 ]; then
+    bin/gridcity serve --data "$adata" --http "127.0.0.1:${aports[0]}" --grpc "127.0.0.1:${aports[1]}" \
+      --advertise "127.0.0.1:${aports[1]}" >"$tmp/app-coordinator.log" 2>&1 &
+    app_pid=$!
+    pids+=("$app_pid")
+    wait_port "127.0.0.1:${aports[0]}" "$app_pid" "coordinator for the app's pages" &&
+      healthy "127.0.0.1:${aports[0]}" || rc=$?
+  fi
+  if [ "$rc" = 0 ]; then
+    "$tmp/gridcity-bench" app -n "$APP_N" -data "$adata" -gridcity bin/gridcity -chromium "$chromium" \
+      -out "$tmp/app.json" 2>&1 | tee "$tmp/app-driver.log" >&2 || rc=$?
+  fi
+  if [ "$rc" = 0 ]; then
+    app+=(-app "$tmp/app.json")
+  else
+    say "the app's pages could not be measured; the report says so"
+    app+=(-app-error "$({ grep -v '^gridcity-bench: agents: ' "$tmp/app-driver.log" 2>/dev/null || true; } | tail -3 | tr '\n' ' ' | head -c 800)")
+    failed=1
+  fi
+  cleanup_procs
+fi
+
 # The graph behind incident_report and get_topology, on a synthetic fleet of
 # 10,000 targets and 30,000 links, and the tools' whole path over an MCP
 # session (aim: incident_report and get_topology under 20 ms).
@@ -389,5 +429,5 @@ if go test -c -o "$tmp/graph.test" ./coordinator/internal/graph >"$tmp/graph-bui
 else
   cat "$tmp/graph-build.log" >&2
 fi
-"$tmp/gridcity-bench" report -live "$tmp/live.json" "${latency[@]}" "${agents[@]}" "${ha[@]}" "${gotest[@]}" "${graphbench[@]}" -commit "$commit" -out "$OUT"
+"$tmp/gridcity-bench" report -live "$tmp/live.json" "${latency[@]}" "${agents[@]}" "${ha[@]}" "${app[@]}" "${gotest[@]}" "${graphbench[@]}" -commit "$commit" -out "$OUT"
 exit "$failed"

@@ -11,6 +11,8 @@
 //	gridcity-bench agents  -n N -pid P -data DIR -gridcity bin/gridcity -out agents-N.json
 //	gridcity-bench failover -replica PID,DATA,HTTP … -n 1000 -out failover.json   (GRIDCITY_STORE set)
 //	gridcity-bench spread   -replica PID,DATA,HTTP … -n 10000 -out spread.json    (GRIDCITY_STORE set)
+//	gridcity-bench seed     -data DIR -servers 10 -days 7      (before the coordinator starts there)
+//	gridcity-bench app      -n 1000 -data DIR -gridcity bin/gridcity -chromium chromium -out app.json
 //	gridcity-bench report  -live live.json [-latency latency.json] [-agents agents-N.json …] [-gotest collect.test -gotest-dir DIR] -out bench
 package main
 
@@ -35,7 +37,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: gridcity-bench ports|measure|latency|agents|failover|spread|report [flags]")
+		return errors.New("usage: gridcity-bench ports|measure|latency|agents|failover|spread|seed|app|report [flags]")
 	}
 	switch args[0] {
 	case "ports":
@@ -48,10 +50,14 @@ func run(args []string) error {
 		return cmdAgents(args[1:])
 	case "failover", "spread":
 		return cmdHA(args[0], args[1:])
+	case "seed":
+		return cmdSeed(args[1:])
+	case "app":
+		return cmdApp(args[1:])
 	case "report":
 		return cmdReport(args[1:])
 	}
-	return fmt.Errorf("unknown command %q: use ports, measure, latency, agents, failover, spread or report", args[0])
+	return fmt.Errorf("unknown command %q: use ports, measure, latency, agents, failover, spread, seed, app or report", args[0])
 }
 
 // cmdPorts prints N free loopback TCP ports, one a line. They are held open

@@ -51,6 +51,8 @@ func cmdReport(args []string) error {
 	haSpreadPath := fs.String("ha-spread", "", "the figures `spread` wrote (replicas on PostgreSQL)")
 	var haErrs multi
 	fs.Var(&haErrs, "ha-error", "why a replicas figure was not measured (repeatable; noted in the report)")
+	appPath := fs.String("app", "", "the figures `app` wrote (the app's fleet pages in Chromium)")
+	appErr := fs.String("app-error", "", "why the app's pages were not measured (noted in the report)")
 	var more multi
 	fs.Var(&more, "gobench", "more Go benchmarks, BIN|DIR|REGEXP|WHAT (repeatable; WHAT says what one op is): e.g. the graph's incident report on 10,000 targets")
 	commit := fs.String("commit", "", "the commit measured")
@@ -111,6 +113,16 @@ func cmdReport(args []string) error {
 	rows = append(rows, haRows...)
 	for _, e := range haErrs {
 		skipped = append(skipped, "Replicas on PostgreSQL not measured: "+e)
+	}
+	if *appPath != "" {
+		var a appRun
+		if err := readJSON(*appPath, &a); err != nil {
+			return err
+		}
+		rows = append(rows, appRows(a)...)
+	}
+	if *appErr != "" {
+		skipped = append(skipped, "The app's fleet pages not measured: "+*appErr)
 	}
 
 	var benchErr error
