@@ -11,7 +11,6 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
@@ -19,16 +18,13 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/gridcity/gridcity/agent/atomicfile"
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 )
 
@@ -108,40 +104,6 @@ func TokenHash(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// FetchPinnedCA returns the coordinator's CA certificate, proven by the pin.
-//
-// The agent does not yet trust any CA, so it asks for the coordinator's
-// chain with a handshake that is bound to fail verification (an empty root
-// pool). The failure carries the certificates the coordinator presented;
-// the one whose sha256 is the pin is the CA. Verification is never skipped:
-// the connection is closed, and every later connection verifies the
-// coordinator against that CA.
-func FetchPinnedCA(ctx context.Context, addr, pin string) (*x509.Certificate, error) {
-	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 10 * time.Second}, Config: &tls.Config{
-		RootCAs:    x509.NewCertPool(),
-		ServerName: gridcityv1.CoordinatorServerName,
-		MinVersion: tls.VersionTLS13,
-	}}
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err == nil {
-		conn.Close()
-		return nil, fmt.Errorf("coordinator %s: handshake succeeded without a trusted CA, which cannot happen; refusing", addr)
-	}
-	var verr *tls.CertificateVerificationError
-	if !errors.As(err, &verr) {
-		return nil, &RetryableError{Err: fmt.Errorf("cannot reach the coordinator at %s: %w", addr, err)}
-	}
-	var seen []string
-	for _, c := range verr.UnverifiedCertificates {
-		p := gridcityv1.PinOf(c.Raw)
-		if p == pin && c.IsCA {
-			return c, nil
-		}
-		seen = append(seen, p)
-	}
-	return nil, fmt.Errorf("the coordinator at %s presented no CA matching the join line's pin %s (it presented %v): the join line belongs to another coordinator, or something between you intercepts the connection", addr, pin, seen)
-}
-
 // RetryableError is an enrollment that failed for a reason that may pass:
 // the coordinator unreachable, starting, busy, or unable to record it.
 // Refusals (token unknown, used or expired, name taken, a CA that does not
@@ -176,7 +138,11 @@ func EnrollRetrying(ctx context.Context, dir string, jl gridcityv1.JoinLine, nam
 // identity in dir. Until it has, the key it asks with is kept in dir (see
 // enrollKeyFile); a refusal removes it again, and dir if Enroll made it.
 func Enroll(ctx context.Context, dir string, jl gridcityv1.JoinLine, name, version string) (*Identity, error) {
-	ca, err := FetchPinnedCA(ctx, jl.Coordinator, jl.CAPin)
+	ca, err := gridcityv1.FetchPinnedCA(ctx, jl.Coordinator, jl.CAPin)
+	var unreachable *gridcityv1.UnreachableError
+	if errors.As(err, &unreachable) {
+		return nil, &RetryableError{Err: err}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -186,26 +152,8 @@ func Enroll(ctx context.Context, dir string, jl gridcityv1.JoinLine, name, versi
 	if err != nil {
 		return nil, err
 	}
-	csr, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: name}}, key)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	tlsCfg := &tls.Config{RootCAs: pool, ServerName: gridcityv1.CoordinatorServerName, MinVersion: tls.VersionTLS13}
-	conn, err := grpc.NewClient(jl.Coordinator, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))
-	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", jl.Coordinator, err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	resp, err := gridcityv1.NewAgentServiceClient(conn).Enroll(ctx, &gridcityv1.EnrollRequest{JoinToken: jl.Token, Name: name, CsrDer: csr, AgentVersion: version})
-	if err != nil {
-		s, ok := status.FromError(err)
-		if !ok {
-			return nil, &RetryableError{Err: fmt.Errorf("enroll with %s: %w", jl.Coordinator, err)}
-		}
+	cert, err := gridcityv1.RequestCertificate(ctx, jl, ca, key, name, version)
+	if s, ok := status.FromError(err); err != nil && ok && s.Code() != codes.OK {
 		switch s.Code() {
 		case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted, codes.Internal, codes.Unknown, codes.Canceled:
 			// The coordinator is starting, stopping, busy or could not
@@ -220,12 +168,8 @@ func Enroll(ctx context.Context, dir string, jl gridcityv1.JoinLine, name, versi
 		}
 		return nil, fmt.Errorf("enrollment refused by %s: %s", jl.Coordinator, s.Message())
 	}
-	cert, err := x509.ParseCertificate(resp.GetCertificateDer())
 	if err != nil {
-		return nil, fmt.Errorf("coordinator returned an unreadable certificate: %w", err)
-	}
-	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
-		return nil, fmt.Errorf("coordinator returned a certificate its own CA does not vouch for: %w", err)
+		return nil, err
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
