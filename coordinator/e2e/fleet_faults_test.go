@@ -1,6 +1,6 @@
 package e2e
 
-// Faults in the demo city (testfleet.BuildCity): six hosts in network namespaces — a load
+// Faults in the demo city (netlab.BuildCity): six hosts in network namespaces — a load
 // balancer (nginx) in front of two web servers (nginx) that pass /api to the orders API
 // (gridcity-fleet app), which keeps its orders in PostgreSQL, and a scraper calling the API
 // through the load balancer — each with its own agent, watched by a coordinator whose config
@@ -23,7 +23,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/gridcity/gridcity/coordinator/internal/testfleet"
+	"github.com/gridcity/gridcity/coordinator/internal/netlab"
 )
 
 var fleetBin struct {
@@ -57,11 +57,11 @@ func gridcityFleet(t *testing.T) string {
 
 // testCity is the demo city with its coordinator, every agent online and every target healthy.
 type testCity struct {
-	*testfleet.City
+	*netlab.City
 	c      *coordinator
 	tok    string
 	cs     *mcp.ClientSession
-	agents map[string]*testfleet.Proc
+	agents map[string]*netlab.Proc
 }
 
 // cityReport is incident_report with its history.
@@ -73,13 +73,13 @@ type cityReport struct {
 func startTestCity(t *testing.T) *testCity {
 	t.Helper()
 	needRoot(t)
-	needPrograms(t, testfleet.Nginx, testfleet.Postgres, testfleet.Setpriv)
+	needPrograms(t, netlab.Nginx, netlab.Postgres, netlab.Setpriv)
 	ctx := context.Background()
 	fleet := gridcityFleet(t)
 	n := newTestNet(t)
 	began := time.Now()
 	race := []string{"GORACE=halt_on_error=1"}
-	city, err := testfleet.NewCity(ctx, n.Net)
+	city, err := netlab.NewCity(ctx, n.Net)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func startTestCity(t *testing.T) *testCity {
 	// hosts' addresses.
 	servicesErr := make(chan error, 1)
 	go func() {
-		servicesErr <- city.Start(ctx, testfleet.CityOptions{FleetBin: fleet, ScrapeEvery: time.Second, Env: race})
+		servicesErr <- city.Start(ctx, netlab.CityOptions{FleetBin: fleet, ScrapeEvery: time.Second, Env: race})
 	}()
 	servicesDone := false
 	t.Cleanup(func() {
@@ -101,17 +101,17 @@ func startTestCity(t *testing.T) *testCity {
 		}
 	})
 	cfgFile := filepath.Join(t.TempDir(), "gridcity.yaml")
-	cfg := city.Config(testfleet.ConfigOptions{ProbeInterval: time.Second, ProbeTimeout: 500 * time.Millisecond, FailuresBeforeTroubled: 2,
+	cfg := city.Config(netlab.ConfigOptions{ProbeInterval: time.Second, ProbeTimeout: 500 * time.Millisecond, FailuresBeforeTroubled: 2,
 		CollectFast: time.Second, CollectMedium: 2 * time.Second})
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tc := &testCity{City: city, agents: map[string]*testfleet.Proc{}}
+	tc := &testCity{City: city, agents: map[string]*netlab.Proc{}}
 	tc.c = startCoordinatorOn(t, n, cfgFile)
 	tc.tok = tc.c.token()
 	join := tc.c.joinLine("--reusable")
-	agents, err := city.StartAgents(ctx, testfleet.AgentOptions{Bin: filepath.Join(bin, "gridcity-agent"), Args: []string{"--log-level", "debug"}, Env: race},
-		func(*testfleet.Host) (string, error) { return join, nil })
+	agents, err := city.StartAgents(ctx, netlab.AgentOptions{Bin: filepath.Join(bin, "gridcity-agent"), Args: []string{"--log-level", "debug"}, Env: race},
+		func(*netlab.Host) (string, error) { return join, nil })
 	for _, p := range agents {
 		watchProc(t, p)
 		tc.agents[p.Host] = p
@@ -140,21 +140,21 @@ func startTestCity(t *testing.T) *testCity {
 		if err := callTool(tc.cs, "list_servers", nil, &servers); err != nil {
 			return err
 		}
-		if online := servers.ByStatus["online"]; online != len(testfleet.CityHosts) {
-			return fmt.Errorf("%d of %d servers online: %v of %d", online, len(testfleet.CityHosts), servers.ByStatus, servers.Total)
+		if online := servers.ByStatus["online"]; online != len(netlab.CityHosts) {
+			return fmt.Errorf("%d of %d servers online: %v of %d", online, len(netlab.CityHosts), servers.ByStatus, servers.Total)
 		}
 		var rep incidentReport
 		if err := callTool(tc.cs, "incident_report", nil, &rep); err != nil {
 			return err
 		}
-		if want := len(testfleet.CityHosts) + len(testfleet.CityResources); rep.Total != want || rep.Healthy != want {
+		if want := len(netlab.CityHosts) + len(netlab.CityResources); rep.Total != want || rep.Healthy != want {
 			return fmt.Errorf("%d of %d targets healthy; want all %d: %+v", rep.Healthy, rep.Total, want, rep.Troubled)
 		}
 		var rs resourceList
 		if err := callTool(tc.cs, "list_resources", nil, &rs); err != nil {
 			return err
 		}
-		for _, id := range testfleet.CityResources {
+		for _, id := range netlab.CityResources {
 			if r := rs.get(id); r.Status != "ok" {
 				return fmt.Errorf("%s not probed ok yet: %+v", id, r)
 			}
@@ -166,10 +166,10 @@ func startTestCity(t *testing.T) *testCity {
 			return err
 		}
 		for _, l := range [][2]string{
-			{testfleet.CityScraper, testfleet.ResourceLB},
-			{testfleet.CityLB, testfleet.ResourceWeb1}, {testfleet.CityLB, testfleet.ResourceWeb2},
-			{testfleet.CityWeb1, testfleet.ResourceAPI}, {testfleet.CityWeb2, testfleet.ResourceAPI},
-			{testfleet.ResourceDatabase, testfleet.CityDB}, {testfleet.ResourceAPI, testfleet.CityAPI},
+			{netlab.CityScraper, netlab.ResourceLB},
+			{netlab.CityLB, netlab.ResourceWeb1}, {netlab.CityLB, netlab.ResourceWeb2},
+			{netlab.CityWeb1, netlab.ResourceAPI}, {netlab.CityWeb2, netlab.ResourceAPI},
+			{netlab.ResourceDatabase, netlab.CityDB}, {netlab.ResourceAPI, netlab.CityAPI},
 		} {
 			if !slices.ContainsFunc(topo.Links, func(x struct{ From, To, Source string }) bool {
 				return x.From == l[0] && x.To == l[1] && x.Source == "discovered"
@@ -249,7 +249,7 @@ func (tc *testCity) waitAllHealthy(t *testing.T, within time.Duration, root stri
 }
 
 // explained are the resources that fail with the database: everything from the API up.
-var explained = []string{testfleet.ResourceAPI, testfleet.ResourceLB, testfleet.ResourceWeb1, testfleet.ResourceWeb2}
+var explained = []string{netlab.ResourceAPI, netlab.ResourceLB, netlab.ResourceWeb1, netlab.ResourceWeb2}
 
 // A pulled cable: db-1's veth goes down. The server goes offline within 15 s, and it is the one
 // root cause, explaining the database on it (probed from api-1, which uses it: the probe fails)
@@ -261,13 +261,13 @@ func TestFaultLinkCut(t *testing.T) {
 	tc := startTestCity(t)
 	ctx := context.Background()
 	ordersBefore := tc.orders(t)
-	agentPID, pgPID := tc.agents[testfleet.CityDB].PID(), tc.Database.PID()
+	agentPID, pgPID := tc.agents[netlab.CityDB].PID(), tc.Database.PID()
 
 	cut := time.Now()
 	if err := tc.DB.CutLink(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tc.c.waitStatus(tc.tok, testfleet.CityDB, "offline", 15*time.Second)
+	tc.c.waitStatus(tc.tok, netlab.CityDB, "offline", 15*time.Second)
 	t.Logf("db-1 offline %s after its link was cut", time.Since(cut).Round(100*time.Millisecond))
 
 	var rep cityReport
@@ -276,11 +276,11 @@ func TestFaultLinkCut(t *testing.T) {
 		if rep, err = tc.report(); err != nil {
 			return err
 		}
-		if len(rep.RootCauses) != 1 || rep.RootCauses[0].ID != testfleet.CityDB {
+		if len(rep.RootCauses) != 1 || rep.RootCauses[0].ID != netlab.CityDB {
 			return fmt.Errorf("root causes %+v; want db-1 alone", rep.RootCauses)
 		}
 		rc := rep.RootCauses[0]
-		for _, id := range append([]string{testfleet.ResourceDatabase}, explained...) {
+		for _, id := range append([]string{netlab.ResourceDatabase}, explained...) {
 			if !slices.Contains(rc.Explains, id) {
 				return fmt.Errorf("db-1 explains %v; want %s among them", rc.Explains, id)
 			}
@@ -292,10 +292,10 @@ func TestFaultLinkCut(t *testing.T) {
 		t.Errorf("root cause %+v; want a server, agent offline, with a since", rc)
 	}
 	for _, tr := range rep.Troubled {
-		if tr.RootCause != testfleet.CityDB {
+		if tr.RootCause != netlab.CityDB {
 			t.Errorf("%s's root cause is %q; want db-1", tr.ID, tr.RootCause)
 		}
-		if tr.Kind == "server" && tr.ID != testfleet.CityDB {
+		if tr.Kind == "server" && tr.ID != netlab.CityDB {
 			t.Errorf("server %s is troubled (%s) though only db-1 was cut off", tr.ID, tr.Reason)
 		}
 	}
@@ -309,7 +309,7 @@ func TestFaultLinkCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range rs.Resources {
-		if r.ID == testfleet.ResourceDatabase && (!r.Troubled || r.CheckedFrom != testfleet.CityAPI || !strings.Contains(r.Reason, tc.DB.Addr.String())) {
+		if r.ID == netlab.ResourceDatabase && (!r.Troubled || r.CheckedFrom != netlab.CityAPI || !strings.Contains(r.Reason, tc.DB.Addr.String())) {
 			t.Errorf("orders-db %+v; want troubled, checked from api-1 (its user), the reason naming %s", r, tc.DB.Addr)
 		}
 	}
@@ -318,7 +318,7 @@ func TestFaultLinkCut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := servers[testfleet.CityDB]
+	db := servers[netlab.CityDB]
 	if db.Status != "offline" || !slices.Equal(db.Addresses, []string{tc.DB.Addr.String()}) ||
 		!slices.ContainsFunc(db.Listening, func(l struct {
 			Proto, Address, Process string
@@ -329,17 +329,17 @@ func TestFaultLinkCut(t *testing.T) {
 		t.Errorf("db-1 while offline: %s, addresses %v, listening %+v; want its last report: %s with postgres on 5432", db.Status, db.Addresses, db.Listening, tc.DB.Addr)
 	}
 
-	tc.waitIncidentOpen(t, testfleet.CityDB)
+	tc.waitIncidentOpen(t, netlab.CityDB)
 
 	restored := time.Now()
 	if err := tc.DB.RestoreLink(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tc.c.waitStatus(tc.tok, testfleet.CityDB, "online", 45*time.Second)
+	tc.c.waitStatus(tc.tok, netlab.CityDB, "online", 45*time.Second)
 	t.Logf("db-1 online again %s after its link came back", time.Since(restored).Round(100*time.Millisecond))
-	tc.waitAllHealthy(t, 30*time.Second, testfleet.CityDB)
+	tc.waitAllHealthy(t, 30*time.Second, netlab.CityDB)
 	t.Logf("all healthy, the incident ended, %s after the link came back", time.Since(restored).Round(100*time.Millisecond))
-	if got := tc.agents[testfleet.CityDB].PID(); got != agentPID {
+	if got := tc.agents[netlab.CityDB].PID(); got != agentPID {
 		t.Errorf("db-1's agent is pid %d; want %d, the one that ran before the cut (it reconnects by itself)", got, agentPID)
 	}
 	if got := tc.Database.PID(); got != pgPID {
@@ -369,7 +369,7 @@ func TestFaultDatabaseStopped(t *testing.T) {
 		if rep, err = tc.report(); err != nil {
 			return err
 		}
-		if len(rep.RootCauses) != 1 || rep.RootCauses[0].ID != testfleet.ResourceDatabase {
+		if len(rep.RootCauses) != 1 || rep.RootCauses[0].ID != netlab.ResourceDatabase {
 			return fmt.Errorf("root causes %+v; want orders-db alone", rep.RootCauses)
 		}
 		if ex := slices.Sorted(slices.Values(rep.RootCauses[0].Explains)); !slices.Equal(ex, explained) {
@@ -382,7 +382,7 @@ func TestFaultDatabaseStopped(t *testing.T) {
 	if !strings.Contains(rc.Reason, "connection refused") || !strings.Contains(rc.Reason, tc.Database.Addr()) || rc.Kind != "database" {
 		t.Errorf("orders-db %+v; want a database refusing connections on %s", rc, tc.Database.Addr())
 	}
-	for _, s := range []string{testfleet.CityAPI, testfleet.CityLB, testfleet.CityScraper, testfleet.CityWeb1, testfleet.CityWeb2} {
+	for _, s := range []string{netlab.CityAPI, netlab.CityLB, netlab.CityScraper, netlab.CityWeb1, netlab.CityWeb2} {
 		if !slices.Contains(rc.AtRisk, s) {
 			t.Errorf("orders-db puts %v at risk; want %s among them", rc.AtRisk, s)
 		}
@@ -391,15 +391,15 @@ func TestFaultDatabaseStopped(t *testing.T) {
 		if tr.Kind == "server" {
 			t.Errorf("server %s is troubled (%s): only resources fail", tr.ID, tr.Reason)
 		}
-		if tr.ID != testfleet.ResourceDatabase && tr.RootCause != testfleet.ResourceDatabase {
+		if tr.ID != netlab.ResourceDatabase && tr.RootCause != netlab.ResourceDatabase {
 			t.Errorf("%s's root cause is %q; want orders-db", tr.ID, tr.RootCause)
 		}
-		if tr.ID == testfleet.ResourceLB && !strings.Contains(tr.Reason, "503") {
+		if tr.ID == netlab.ResourceLB && !strings.Contains(tr.Reason, "503") {
 			t.Errorf("shop-lb's reason %q; want the 503 the API answers, passed on by nginx twice", tr.Reason)
 		}
 	}
 	// The scraper, a real user, got the 503 too.
-	scraper := tc.Net.Proc(testfleet.CityScraper, "scraper")
+	scraper := tc.Net.Proc(netlab.CityScraper, "scraper")
 	eventually(t, 10*time.Second, "the scraper sees 503", func() error {
 		if !strings.Contains(scraper.Tail(20), "status=503") {
 			return fmt.Errorf("scraper log:\n%s", scraper.Tail(5))
@@ -407,13 +407,13 @@ func TestFaultDatabaseStopped(t *testing.T) {
 		return nil
 	})
 
-	tc.waitIncidentOpen(t, testfleet.ResourceDatabase)
+	tc.waitIncidentOpen(t, netlab.ResourceDatabase)
 
 	restarted := time.Now()
 	if err := tc.Database.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tc.waitAllHealthy(t, 30*time.Second, testfleet.ResourceDatabase)
+	tc.waitAllHealthy(t, 30*time.Second, netlab.ResourceDatabase)
 	t.Logf("all healthy, the incident ended, %s after PostgreSQL started again", time.Since(restarted).Round(100*time.Millisecond))
 	tc.orders(t)
 }

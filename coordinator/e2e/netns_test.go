@@ -1,6 +1,6 @@
 package e2e
 
-// Test hosts on one machine, made by coordinator/internal/testfleet: network namespaces joined
+// Test hosts on one machine, made by coordinator/internal/netlab: network namespaces joined
 // by veth pairs to a bridge of the test's own in the root namespace, on a private /24 that no
 // interface of the machine uses. Traffic stays on that bridge and loopback. Everything is
 // removed when the test ends, also when it fails; a test binary killed before its cleanups ran
@@ -17,20 +17,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridcity/gridcity/coordinator/internal/testfleet"
+	"github.com/gridcity/gridcity/coordinator/internal/netlab"
 )
 
-// testNet is a testfleet net owned by a test; the root namespace (where the coordinator runs)
+// testNet is a netlab net owned by a test; the root namespace (where the coordinator runs)
 // has its .1.
 type testNet struct {
 	t *testing.T
-	*testfleet.Net
+	*netlab.Net
 }
 
 // netHost is a test host: a network namespace with one address on the test net.
 type netHost struct {
 	name, ns, addr string
-	*testfleet.Host
+	*netlab.Host
 }
 
 // needRoot skips a test that needs root and ip(8), except in CI, which runs as root and must
@@ -53,10 +53,10 @@ func needRoot(t *testing.T) {
 
 // needPrograms skips a test whose services are not installed, except in CI, which must install
 // them.
-func needPrograms(t *testing.T, needs ...testfleet.Need) {
+func needPrograms(t *testing.T, needs ...netlab.Need) {
 	t.Helper()
-	if missing := testfleet.Missing(needs...); len(missing) > 0 {
-		err := &testfleet.MissingError{Needs: missing}
+	if missing := netlab.Missing(needs...); len(missing) > 0 {
+		err := &netlab.MissingError{Needs: missing}
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("CI must install them: %v", err)
 		}
@@ -72,13 +72,13 @@ func newTestNet(t *testing.T) *testNet {
 	needRoot(t)
 	ctx := context.Background()
 	sweepOnce.Do(func() {
-		if swept, err := testfleet.Sweep(ctx, os.TempDir(), nil); err != nil {
+		if swept, err := netlab.Sweep(ctx, os.TempDir(), nil); err != nil {
 			t.Logf("sweeping test nets left by earlier runs: %v", err)
 		} else if len(swept) > 0 {
 			t.Logf("removed test nets left by earlier runs: %v", swept)
 		}
 	})
-	n, err := testfleet.New(ctx, testfleet.Options{})
+	n, err := netlab.New(ctx, netlab.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,9 +120,9 @@ func (h *netHost) run(t *testing.T, name string, args ...string) (string, error)
 
 // startAgent runs gridcity-agent (built with -race) inside the host, enrolled with join when
 // given.
-func (h *netHost) startAgent(t *testing.T, state, config, join string) *testfleet.Proc {
+func (h *netHost) startAgent(t *testing.T, state, config, join string) *netlab.Proc {
 	t.Helper()
-	p, err := h.StartAgent(context.Background(), testfleet.AgentOptions{
+	p, err := h.StartAgent(context.Background(), netlab.AgentOptions{
 		Bin: filepath.Join(bin, "gridcity-agent"), State: state, ConfigFile: config, Join: join,
 		Args: []string{"--log-level", "debug"}, Env: []string{"GORACE=halt_on_error=1"},
 	})
@@ -133,10 +133,10 @@ func (h *netHost) startAgent(t *testing.T, state, config, join string) *testflee
 	return p
 }
 
-// watchProc reports a testfleet process's output when the test fails, and fails the test when
+// watchProc reports a netlab process's output when the test fails, and fails the test when
 // the process reported a data race. Cleanups run last-in first-out: this one runs before the
 // net (and the log with it) is removed.
-func watchProc(t *testing.T, p *testfleet.Proc) {
+func watchProc(t *testing.T, p *netlab.Proc) {
 	t.Helper()
 	t.Cleanup(func() {
 		out := p.Tail(400)

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridcity/gridcity/coordinator/internal/testfleet"
+	"github.com/gridcity/gridcity/coordinator/internal/netlab"
 )
 
 // TestRunHA runs `make run-ha` (scripts/run-ha.sh) as a person does, on
@@ -26,7 +26,7 @@ import (
 // PostgreSQL included, and the script exits 0.
 func TestRunHA(t *testing.T) {
 	t.Parallel()
-	if _, err := testfleet.Postgres.Path(); err != nil {
+	if _, err := netlab.Postgres.Path(); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatal(err)
 		}

@@ -21,7 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gridcity/gridcity/agent/probe"
-	"github.com/gridcity/gridcity/coordinator/internal/testfleet"
+	"github.com/gridcity/gridcity/coordinator/internal/netlab"
 )
 
 // demo is where the demo keeps everything, and the binaries it runs.
@@ -88,25 +88,25 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 			return fmt.Errorf("%s is missing: run make build (make demo builds it)", b)
 		}
 	}
-	needs := []testfleet.Need{testfleet.IP, testfleet.Setpriv, testfleet.Nginx, testfleet.Postgres}
-	if missing := testfleet.Missing(needs...); len(missing) > 0 {
+	needs := []netlab.Need{netlab.IP, netlab.Setpriv, netlab.Nginx, netlab.Postgres}
+	if missing := netlab.Missing(needs...); len(missing) > 0 {
 		if !*install {
 			return errors.New(missingMessage(missing))
 		}
-		fmt.Fprintf(stdout, "Installing %s (apt-get, services kept from starting) …\n", strings.Join(testfleet.Packages(missing), " "))
-		if err := testfleet.Install(ctx, testfleet.Packages(missing), stdout, stderr); err != nil {
+		fmt.Fprintf(stdout, "Installing %s (apt-get, services kept from starting) …\n", strings.Join(netlab.Packages(missing), " "))
+		if err := netlab.Install(ctx, netlab.Packages(missing), stdout, stderr); err != nil {
 			return err
 		}
-		if missing := testfleet.Missing(needs...); len(missing) > 0 {
-			return &testfleet.MissingError{Needs: missing}
+		if missing := netlab.Missing(needs...); len(missing) > 0 {
+			return &netlab.MissingError{Needs: missing}
 		}
 	}
-	if pid, ok := testfleet.IsRunning(d.fleet); ok {
+	if pid, ok := netlab.IsRunning(d.fleet); ok {
 		return fmt.Errorf("the demo is already running (pid %d): make demo-down stops it", pid)
 	}
-	if testfleet.Exists(d.fleet) {
+	if netlab.Exists(d.fleet) {
 		fmt.Fprintln(stdout, "Removing what an earlier run of the demo left behind …")
-		if _, err := testfleet.Down(ctx, d.fleet, nil); err != nil {
+		if _, err := netlab.Down(ctx, d.fleet, nil); err != nil {
 			return err
 		}
 	}
@@ -128,7 +128,7 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	began := time.Now()
-	n, err := testfleet.New(ctx, testfleet.Options{Tag: tag, Dir: d.fleet, Subnet: prefer, Logger: logger})
+	n, err := netlab.New(ctx, netlab.Options{Tag: tag, Dir: d.fleet, Subnet: prefer, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -145,7 +145,7 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 		}
 		dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		rm, derr := testfleet.Down(dctx, d.fleet, logger)
+		rm, derr := netlab.Down(dctx, d.fleet, logger)
 		if derr != nil {
 			err = errors.Join(err, fmt.Errorf("%w\n(make demo-down tries again)", derr))
 			return
@@ -155,14 +155,14 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 	}()
 
 	fmt.Fprintf(stdout, "Building the demo city: 6 hosts (network namespaces) on the bridge %s, %s\n", n.Bridge, n.Subnet)
-	city, err := testfleet.BuildCity(ctx, n, testfleet.CityOptions{
+	city, err := netlab.BuildCity(ctx, n, netlab.CityOptions{
 		FleetBin: d.self,
 		Progress: func(host, what string) { fmt.Fprintf(stdout, "  %-10s %s\n", host, what) },
 	})
 	if err != nil {
 		return err
 	}
-	cfg := city.Config(testfleet.ConfigOptions{
+	cfg := city.Config(netlab.ConfigOptions{
 		ProbeInterval: 3 * time.Second, ProbeTimeout: 2 * time.Second, FailuresBeforeTroubled: 2,
 		CollectFast: 5 * time.Second, CollectMedium: 5 * time.Second,
 		FixCommand: d.self + " fix --dir " + d.dir + " --wait=false",
@@ -172,7 +172,7 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 	}
 
 	grpc := d.grpcAddr(n, prev)
-	if _, err := n.StartRoot(ctx, testfleet.ProcessOptions{
+	if _, err := n.StartRoot(ctx, netlab.ProcessOptions{
 		Name:  "coordinator",
 		Argv:  []string{d.gridcity, "serve", "--data", d.data, "--config", d.config, "--http", *httpAddr, "--grpc", grpc, "--advertise", grpc},
 		Addr:  "http://" + *httpAddr + "/",
@@ -183,7 +183,7 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 	fmt.Fprintf(stdout, "  %-10s gridcity serve: MCP and the app on %s, agents connect to %s\n", "this host", *httpAddr, grpc)
 
 	var join *joinInfo
-	_, err = city.StartAgents(ctx, testfleet.AgentOptions{Bin: d.agent}, func(h *testfleet.Host) (string, error) {
+	_, err = city.StartAgents(ctx, netlab.AgentOptions{Bin: d.agent}, func(h *netlab.Host) (string, error) {
 		if join == nil {
 			j, err := d.mintJoin(ctx)
 			if err != nil {
@@ -216,12 +216,12 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 		err := callTool(ctx, cs, "list_servers", &servers)
 		if err == nil {
 			for _, s := range servers.Rows {
-				if s.Status == "online" && slices.Contains(testfleet.CityHosts, s.Name) {
+				if s.Status == "online" && slices.Contains(netlab.CityHosts, s.Name) {
 					online++
 				}
 			}
 			for _, name := range servers.Others {
-				if slices.Contains(testfleet.CityHosts, name) {
+				if slices.Contains(netlab.CityHosts, name) {
 					online++
 				}
 			}
@@ -239,7 +239,7 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 				}
 			}
 		}
-		if err == nil && online == len(testfleet.CityHosts) && probed == len(testfleet.CityResources) && rep.Healthy == rep.Total {
+		if err == nil && online == len(netlab.CityHosts) && probed == len(netlab.CityResources) && rep.Healthy == rep.Total {
 			break
 		}
 		if ctx.Err() != nil {
@@ -250,7 +250,7 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 				return fmt.Errorf("the city is not healthy after 90 s: %w", err)
 			}
 			return fmt.Errorf("the city is not healthy after 90 s: %d of %d servers online, %d of %d resources answer their probes; %s",
-				online, len(testfleet.CityHosts), probed, len(testfleet.CityResources), rep.summary("  "))
+				online, len(netlab.CityHosts), probed, len(netlab.CityResources), rep.summary("  "))
 		}
 		time.Sleep(time.Second)
 	}
@@ -259,13 +259,13 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 }
 
 // missingMessage tells what to install, and how.
-func missingMessage(missing []testfleet.Need) string {
+func missingMessage(missing []netlab.Need) string {
 	var b strings.Builder
 	b.WriteString("the demo needs programs that are not installed:\n")
 	for _, m := range missing {
 		fmt.Fprintf(&b, "  %-12s from the Debian package %s\n", m.Program, m.Package)
 	}
-	fmt.Fprintf(&b, "Install them with:\n  sudo %s\nor let the demo install them: sudo make demo INSTALL=1", testfleet.InstallLine(missing))
+	fmt.Fprintf(&b, "Install them with:\n  sudo %s\nor let the demo install them: sudo make demo INSTALL=1", netlab.InstallLine(missing))
 	return b.String()
 }
 
@@ -284,7 +284,7 @@ func (d *demo) lastAdvertise() string {
 
 // grpcAddr is the coordinator's gRPC address on the gateway: the last
 // run's when it is still right, else port 4601, else any free port.
-func (d *demo) grpcAddr(n *testfleet.Net, prev string) string {
+func (d *demo) grpcAddr(n *netlab.Net, prev string) string {
 	for _, a := range []string{prev, net.JoinHostPort(n.Gateway.String(), "4601")} {
 		ap, err := netip.ParseAddrPort(a)
 		if err != nil || ap.Addr() != n.Gateway {
@@ -320,7 +320,7 @@ func (d *demo) mintJoin(ctx context.Context) (*joinInfo, error) {
 // joinFor is "" when the host's agent is enrolled with this coordinator at
 // this address already (a second make demo); otherwise its old enrollment
 // is revoked and forgotten, and it enrolls with the join line.
-func (d *demo) joinFor(ctx context.Context, h *testfleet.Host, j *joinInfo, grpc string) (string, error) {
+func (d *demo) joinFor(ctx context.Context, h *netlab.Host, j *joinInfo, grpc string) (string, error) {
 	state := filepath.Join(h.Dir, "agent")
 	var id struct {
 		Name        string `json:"name"`
@@ -338,18 +338,18 @@ func (d *demo) joinFor(ctx context.Context, h *testfleet.Host, j *joinInfo, grpc
 	return j.JoinLine, nil
 }
 
-func (d *demo) banner(w io.Writer, n *testfleet.Net, c *testfleet.City, a coordinatorAccess, httpAddr, grpc string, took time.Duration) {
+func (d *demo) banner(w io.Writer, n *netlab.Net, c *netlab.City, a coordinatorAccess, httpAddr, grpc string, took time.Duration) {
 	pw, _ := os.ReadFile(filepath.Join(d.data, "admin-password"))
 	fmt.Fprintf(w, "\nThe city is up after %s: 6 servers online, 5 resources healthy.\n\n", took.Round(time.Second))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  server\taddress\truns\tresource the coordinator probes")
 	rows := [][4]string{
-		{testfleet.CityLB, c.LB.Addr.String(), "nginx, load balancer for web-1 and web-2", testfleet.ResourceLB},
-		{testfleet.CityWeb1, c.Web1.Addr.String(), "nginx: a page, /api/ → api-1", testfleet.ResourceWeb1},
-		{testfleet.CityWeb2, c.Web2.Addr.String(), "nginx: a page, /api/ → api-1", testfleet.ResourceWeb2},
-		{testfleet.CityAPI, c.API.Addr.String(), "the orders API on :8080 (gridcity-fleet app)", testfleet.ResourceAPI},
-		{testfleet.CityDB, c.DB.Addr.String(), "PostgreSQL on :5432", testfleet.ResourceDatabase},
-		{testfleet.CityScraper, c.Scraper.Addr.String(), "a scraper: GET /api/orders on lb-1 every 3 s", ""},
+		{netlab.CityLB, c.LB.Addr.String(), "nginx, load balancer for web-1 and web-2", netlab.ResourceLB},
+		{netlab.CityWeb1, c.Web1.Addr.String(), "nginx: a page, /api/ → api-1", netlab.ResourceWeb1},
+		{netlab.CityWeb2, c.Web2.Addr.String(), "nginx: a page, /api/ → api-1", netlab.ResourceWeb2},
+		{netlab.CityAPI, c.API.Addr.String(), "the orders API on :8080 (gridcity-fleet app)", netlab.ResourceAPI},
+		{netlab.CityDB, c.DB.Addr.String(), "PostgreSQL on :5432", netlab.ResourceDatabase},
+		{netlab.CityScraper, c.Scraper.Addr.String(), "a scraper: GET /api/orders on lb-1 every 3 s", ""},
 	}
 	for _, r := range rows {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", r[0], r[1], r[2], r[3])
@@ -376,7 +376,7 @@ Watching the incident report (what your AI client sees):
 
 // watch prints the incident report whenever its root causes change, until
 // ctx ends; it returns an error when the coordinator stops by itself.
-func (d *demo) watch(ctx context.Context, w io.Writer, n *testfleet.Net, cs *mcp.ClientSession, first report) error {
+func (d *demo) watch(ctx context.Context, w io.Writer, n *netlab.Net, cs *mcp.ClientSession, first report) error {
 	coord := n.Proc("", "coordinator")
 	last := ""
 	show := func(r report) {
@@ -410,7 +410,7 @@ func (d *demo) watch(ctx context.Context, w io.Writer, n *testfleet.Net, cs *mcp
 }
 
 // attach opens the running demo for break, fix and status.
-func attach(dir string) (*demo, *testfleet.City, error) {
+func attach(dir string) (*demo, *netlab.City, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil, errors.New(needRootMsg)
 	}
@@ -418,17 +418,17 @@ func attach(dir string) (*demo, *testfleet.City, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if _, ok := testfleet.IsRunning(d.fleet); !ok {
-		if testfleet.Exists(d.fleet) {
+	if _, ok := netlab.IsRunning(d.fleet); !ok {
+		if netlab.Exists(d.fleet) {
 			return nil, nil, errors.New("the demo ended without tearing its city down (was it killed?): sudo make demo-down removes what it left, then sudo make demo starts afresh")
 		}
 		return nil, nil, errors.New("the demo is not running: start it with sudo make demo")
 	}
-	n, err := testfleet.Open(d.fleet)
+	n, err := netlab.Open(d.fleet)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := testfleet.OpenCity(n)
+	c, err := netlab.OpenCity(n)
 	return d, c, err
 }
 
@@ -444,21 +444,21 @@ func cmdBreak(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if !c.Database.Running() {
-		fmt.Fprintf(stdout, "PostgreSQL on %s is down already; sudo make demo-fix starts it again.\n", testfleet.CityDB)
+		fmt.Fprintf(stdout, "PostgreSQL on %s is down already; sudo make demo-fix starts it again.\n", netlab.CityDB)
 		return nil
 	}
 	if err := c.Database.Stop(ctx); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "Stopped PostgreSQL on %s (%s): the resource %s is down, and with it the API, the web servers' sites and the load balancer.\n",
-		testfleet.CityDB, c.Database.Addr(), testfleet.ResourceDatabase)
+		netlab.CityDB, c.Database.Addr(), netlab.ResourceDatabase)
 	if !*wait {
 		return nil
 	}
 	fmt.Fprintln(stdout, "Waiting for the coordinator to name the root cause (a probe fails twice in a row: about 10–20 s) …")
 	rep, took, err := d.waitReport(ctx, 60*time.Second, func(r report) bool {
 		for _, rc := range r.RootCauses {
-			if rc.ID == testfleet.ResourceDatabase && len(rc.Explains) >= 4 {
+			if rc.ID == netlab.ResourceDatabase && len(rc.Explains) >= 4 {
 				return true
 			}
 		}
@@ -483,12 +483,12 @@ func cmdFix(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	if c.Database.Running() {
-		fmt.Fprintf(stdout, "PostgreSQL on %s runs already.\n", testfleet.CityDB)
+		fmt.Fprintf(stdout, "PostgreSQL on %s runs already.\n", netlab.CityDB)
 	} else {
 		if err := c.Database.Start(ctx); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "Started PostgreSQL on %s (%s) again.\n", testfleet.CityDB, c.Database.Addr())
+		fmt.Fprintf(stdout, "Started PostgreSQL on %s (%s) again.\n", netlab.CityDB, c.Database.Addr())
 	}
 	if !*wait {
 		return nil
@@ -584,32 +584,32 @@ func cmdDown(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	if !testfleet.Exists(d.fleet) {
+	if !netlab.Exists(d.fleet) {
 		fmt.Fprintln(stdout, "Nothing to tear down: no demo city is up.")
 		return nil
 	}
-	if pid, ok := testfleet.IsRunning(d.fleet); ok {
+	if pid, ok := netlab.IsRunning(d.fleet); ok {
 		// The demo tears its city down itself, in order, and says so in
 		// its terminal.
 		fmt.Fprintf(stdout, "Asking the demo (pid %d) to tear the city down …\n", pid)
 		syscall.Kill(pid, syscall.SIGTERM)
 		deadline := time.Now().Add(90 * time.Second)
-		for testfleet.Exists(d.fleet) && time.Now().Before(deadline) {
-			if _, ok := testfleet.IsRunning(d.fleet); !ok {
+		for netlab.Exists(d.fleet) && time.Now().Before(deadline) {
+			if _, ok := netlab.IsRunning(d.fleet); !ok {
 				break
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	if !testfleet.Exists(d.fleet) {
+	if !netlab.Exists(d.fleet) {
 		fmt.Fprintln(stdout, "The demo tore the city down: no namespaces, links or processes of it are left.")
 		return nil
 	}
-	rm, err := testfleet.Down(ctx, d.fleet, nil)
+	rm, err := netlab.Down(ctx, d.fleet, nil)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "Removed %d processes, %d network namespaces and the bridge %s%s. The coordinator's data stays in %s.\n",
-		rm.Processes, rm.Namespaces, testfleet.Prefix, tag, d.rel(d.data))
+		rm.Processes, rm.Namespaces, netlab.Prefix, tag, d.rel(d.data))
 	return nil
 }

@@ -4,13 +4,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gridcity/gridcity/coordinator/internal/testfleet"
+	"github.com/gridcity/gridcity/coordinator/internal/netlab"
 )
 
 // A first-time user without nginx and PostgreSQL reads which programs are missing, from which
 // packages, and the one line that installs them.
 func TestMissingMessage(t *testing.T) {
-	got := missingMessage([]testfleet.Need{testfleet.Nginx, testfleet.Postgres})
+	got := missingMessage([]netlab.Need{netlab.Nginx, netlab.Postgres})
 	for _, want := range []string{
 		"nginx        from the Debian package nginx",
 		"postgres     from the Debian package postgresql",

@@ -32,7 +32,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/gridcity/gridcity/coordinator/internal/testfleet"
+	"github.com/gridcity/gridcity/coordinator/internal/netlab"
 )
 
 // Server is a running PostgreSQL.
@@ -90,7 +90,7 @@ func skipOrFail(t testing.TB, err error) {
 	if err == nil {
 		return
 	}
-	var missing *testfleet.MissingError
+	var missing *netlab.MissingError
 	if errors.As(err, &missing) && os.Getenv("CI") != "true" {
 		t.Skipf("PostgreSQL is not installed: %v", err)
 	}
@@ -133,7 +133,7 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 // free loopback port. Under root it runs as the postgres user, as
 // PostgreSQL refuses to run as root.
 func Start(ctx context.Context) (*Server, error) {
-	postgres, err := testfleet.Postgres.Path()
+	postgres, err := netlab.Postgres.Path()
 	if err != nil {
 		return nil, err
 	}

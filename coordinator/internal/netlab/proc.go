@@ -1,4 +1,4 @@
-package testfleet
+package netlab
 
 import (
 	"bytes"
@@ -210,7 +210,7 @@ func (p *Proc) start(ctx context.Context, readyTimeout time.Duration) error {
 		return err
 	}
 	defer logf.Close()
-	fmt.Fprintf(logf, "---- %s: testfleet starts %s\n", time.Now().Format(time.RFC3339), strings.Join(r.Argv, " "))
+	fmt.Fprintf(logf, "---- %s: netlab starts %s\n", time.Now().Format(time.RFC3339), strings.Join(r.Argv, " "))
 	// Not CommandContext: the process outlives the call that started it.
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -1,4 +1,4 @@
-package testfleet
+package netlab
 
 import (
 	"context"
@@ -102,7 +102,7 @@ func Install(ctx context.Context, pkgs []string, stdout, stderr io.Writer) error
 	}
 	const policy = "/usr/sbin/policy-rc.d"
 	if _, err := os.Stat(policy); os.IsNotExist(err) {
-		if err := os.WriteFile(policy, []byte("#!/bin/sh\n# gridcity testfleet: no service starts while it installs packages\nexit 101\n"), 0o755); err != nil {
+		if err := os.WriteFile(policy, []byte("#!/bin/sh\n# gridcity netlab: no service starts while it installs packages\nexit 101\n"), 0o755); err != nil {
 			return fmt.Errorf("write %s: %w", policy, err)
 		}
 		defer os.Remove(policy)

@@ -1,4 +1,4 @@
-package testfleet
+package netlab
 
 import (
 	"encoding/json"
@@ -86,7 +86,7 @@ func procKey(host, name string) string {
 }
 
 // errNoState: the directory holds no net.
-var errNoState = errors.New("no testfleet state")
+var errNoState = errors.New("no netlab state")
 
 func readState(dir string) (*state, error) {
 	b, err := os.ReadFile(filepath.Join(dir, stateFile))
@@ -94,11 +94,11 @@ func readState(dir string) (*state, error) {
 		return nil, fmt.Errorf("%w in %s", errNoState, dir)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read testfleet state: %w", err)
+		return nil, fmt.Errorf("read netlab state: %w", err)
 	}
 	var s state
 	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("testfleet state %s: %w", filepath.Join(dir, stateFile), err)
+		return nil, fmt.Errorf("netlab state %s: %w", filepath.Join(dir, stateFile), err)
 	}
 	return &s, nil
 }
@@ -112,10 +112,10 @@ func writeState(dir string, s *state) error {
 	}
 	tmp := filepath.Join(dir, stateFile+".tmp")
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return fmt.Errorf("write testfleet state: %w", err)
+		return fmt.Errorf("write netlab state: %w", err)
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, stateFile)); err != nil {
-		return fmt.Errorf("write testfleet state: %w", err)
+		return fmt.Errorf("write netlab state: %w", err)
 	}
 	return nil
 }
@@ -131,11 +131,11 @@ func lockDir(dir string) (unlock func(), err error) {
 func lockPath(path string) (unlock func(), err error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("lock testfleet state: %w", err)
+		return nil, fmt.Errorf("lock netlab state: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("lock testfleet state %s: %w", f.Name(), err)
+		return nil, fmt.Errorf("lock netlab state %s: %w", f.Name(), err)
 	}
 	return func() {
 		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)

@@ -1,4 +1,4 @@
-// Package testfleet builds a fleet of real hosts on one machine: network
+// Package netlab builds a fleet of real hosts on one machine: network
 // namespaces joined by veth pairs to a bridge of its own, on a private /24
 // that no interface of the machine uses, each host with its own address and
 // name, no default route, and real services inside (PostgreSQL, Redis,
@@ -13,7 +13,7 @@
 // one, or by hand with `gridcity-fleet down`.
 //
 // Every operation needs root (ip netns, veth, setpriv).
-package testfleet
+package netlab
 
 import (
 	"bytes"
@@ -103,7 +103,7 @@ func New(ctx context.Context, o Options) (*Net, error) {
 		o.Tag = "t" + strconv.FormatInt(int64(os.Getpid()), 36) + strconv.FormatInt(int64(seq%1296), 36)
 	}
 	if !tagRE.MatchString(o.Tag) {
-		return nil, fmt.Errorf("testfleet tag %q: use 1–8 lower-case letters and digits (interface names are at most 15 bytes)", o.Tag)
+		return nil, fmt.Errorf("netlab tag %q: use 1–8 lower-case letters and digits (interface names are at most 15 bytes)", o.Tag)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -116,7 +116,7 @@ func New(ctx context.Context, o Options) (*Net, error) {
 		}
 		o.Dir, own = d, true
 	} else if err := os.MkdirAll(o.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("testfleet dir: %w", err)
+		return nil, fmt.Errorf("netlab dir: %w", err)
 	}
 	dir, err := filepath.Abs(o.Dir)
 	if err != nil {
@@ -176,7 +176,7 @@ func (n *Net) makeBridge(ctx context.Context, st *state, prefer netip.Prefix) er
 	subnetMu.Lock()
 	defer subnetMu.Unlock()
 	// Across processes: two nets made at once must not take one /24.
-	unlockAll, err := lockPath(filepath.Join(os.TempDir(), "gridcity-testfleet-subnets.lock"))
+	unlockAll, err := lockPath(filepath.Join(os.TempDir(), "gridcity-netlab-subnets.lock"))
 	if err != nil {
 		return err
 	}
@@ -323,13 +323,13 @@ func Open(dir string) (*Net, error) {
 	n := &Net{Tag: st.Tag, Bridge: st.Bridge, Dir: dir, logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		hosts: map[string]*Host{}, children: map[string]*child{}}
 	if n.Subnet, err = netip.ParsePrefix(st.Subnet); err != nil {
-		return nil, fmt.Errorf("testfleet state in %s: subnet %q: %w", dir, st.Subnet, err)
+		return nil, fmt.Errorf("netlab state in %s: subnet %q: %w", dir, st.Subnet, err)
 	}
 	n.Gateway = n.Subnet.Addr().Next()
 	for _, h := range st.Hosts {
 		addr, err := netip.ParseAddr(h.Addr)
 		if err != nil {
-			return nil, fmt.Errorf("testfleet state in %s: host %s: %w", dir, h.Name, err)
+			return nil, fmt.Errorf("netlab state in %s: host %s: %w", dir, h.Name, err)
 		}
 		n.hosts[h.Name] = &Host{Name: h.Name, Netns: h.Netns, Veth: h.Veth, Addr: addr, Dir: filepath.Join(dir, "hosts", h.Name), n: n}
 	}
@@ -522,7 +522,7 @@ func Down(ctx context.Context, dir string, logger *slog.Logger) (Removed, error)
 	}
 	if len(errs) > 0 {
 		// Keep the state, so that another Down can finish the job.
-		return rm, fmt.Errorf("testfleet down in %s: %w", dir, errors.Join(errs...))
+		return rm, fmt.Errorf("netlab down in %s: %w", dir, errors.Join(errs...))
 	}
 	if st.OwnDir {
 		if err := os.RemoveAll(dir); err != nil {
@@ -568,7 +568,7 @@ func NeedRoot() error {
 }
 
 // ErrNotRoot: network namespaces, veth pairs and bridges need root.
-var ErrNotRoot = errors.New("testfleet needs root: network namespaces, veth pairs and bridges are root's to make")
+var ErrNotRoot = errors.New("netlab needs root: network namespaces, veth pairs and bridges are root's to make")
 
 // ipCmd runs ip(8); the error carries its output.
 func ipCmd(ctx context.Context, args ...string) error {

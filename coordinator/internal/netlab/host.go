@@ -1,4 +1,4 @@
-package testfleet
+package netlab
 
 import (
 	"bytes"

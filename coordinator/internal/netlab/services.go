@@ -1,4 +1,4 @@
-package testfleet
+package netlab
 
 import (
 	"context"
@@ -80,7 +80,7 @@ func (h *Host) StartPostgres(ctx context.Context, o PostgresOptions) (*Proc, err
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(hba, "# testfleet: the net's hosts\nhost all all %s %s\n", h.n.Subnet, method)
+	fmt.Fprintf(hba, "# netlab: the net's hosts\nhost all all %s %s\n", h.n.Subnet, method)
 	hba.Close()
 	addr := net.JoinHostPort(h.Addr.String(), strconv.Itoa(o.Port))
 	return h.StartProcess(ctx, ProcessOptions{
@@ -283,7 +283,7 @@ func (h *Host) StartSSHD(ctx context.Context, o SSHDOptions) (*Proc, error) {
 		return nil, err
 	}
 	yes := map[bool]string{true: "yes", false: "no"}
-	conf := fmt.Sprintf(`# testfleet: sshd of %[1]s
+	conf := fmt.Sprintf(`# netlab: sshd of %[1]s
 Port 22
 ListenAddress %[2]s
 HostKey %[3]s
