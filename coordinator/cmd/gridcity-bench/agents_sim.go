@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
-	"github.com/gridcity/gridcity/coordinator/internal/simfleet"
+	"github.com/gridcity/gridcity/coordinator/internal/bench/simfleet"
 )
 
 // The simulated agents enroll and stream the way gridcity-agent does

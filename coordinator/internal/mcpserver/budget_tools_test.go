@@ -19,7 +19,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
 	"github.com/gridcity/gridcity/coordinator/internal/incidents"
 	"github.com/gridcity/gridcity/coordinator/internal/resources"
-	"github.com/gridcity/gridcity/coordinator/internal/simfleet"
+	"github.com/gridcity/gridcity/coordinator/internal/bench/simfleet"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 	"github.com/gridcity/gridcity/coordinator/internal/topology"
 )
