@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -347,23 +348,26 @@ func (p *browserPage) noSidewaysScroll(page string) {
 	}
 }
 
-// shot saves a screenshot as a test artifact; tour ones also to docs/.
-func (p *browserPage) shot(name string, tour bool) {
+// shot saves the whole page as a test artifact, and the screen as it
+// shows for the README's tour when GRIDCITY_TOUR is set and the page's
+// size is one of tour.
+func (p *browserPage) shot(name string, tour ...string) {
 	p.t.Helper()
-	if p.shots == "" && (p.docs == "" || !tour) {
-		return
-	}
-	png, err := chromedp.Run(p.ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		p.t.Fatalf("screenshot %s: %v", name, err)
-	}
 	file := fmt.Sprintf("%s-%s.png", name, p.size)
-	for _, d := range []string{p.shots, map[bool]string{true: p.docs}[tour]} {
-		if d != "" {
-			if err := os.WriteFile(filepath.Join(d, file), png, 0o644); err != nil {
-				p.t.Fatal(err)
-			}
+	save := func(dir string, a chromedp.Action[[]byte]) {
+		png, err := chromedp.Run(p.ctx, a)
+		if err != nil {
+			p.t.Fatalf("screenshot %s: %v", name, err)
 		}
+		if err := os.WriteFile(filepath.Join(dir, file), png, 0o644); err != nil {
+			p.t.Fatal(err)
+		}
+	}
+	if p.shots != "" {
+		save(p.shots, chromedp.FullScreenshot(100))
+	}
+	if p.docs != "" && slices.Contains(tour, p.size) {
+		save(p.docs, chromedp.CaptureScreenshot())
 	}
 }
 
@@ -389,7 +393,7 @@ func TestBrowserPages(t *testing.T) {
 		waitFor(t, p.ctx, "the card's context", `!!document.querySelector('#cards .context:not([hidden]) .ctx-link')`)
 		p.contains("#cards .context", "online", "cpu 37.5%", "mem 25%", "disk / 91%", "at risk from orders-db", "1 open attack", "web-1: its page")
 		p.accessible("pending")
-		p.shot("pending", true)
+		p.shot("pending", "phone")
 		p.do("open the server from its card", chromedp.Click(chromedp.CSS("#cards .ctx-link")))
 		waitFor(t, p.ctx, "the server page", `document.body.dataset.ready === 'server'`)
 		if h := p.text("#server-view h1"); h != "web-1" {
@@ -422,7 +426,7 @@ func TestBrowserPages(t *testing.T) {
 		}
 		p.noSidewaysScroll("map")
 		p.accessible("map")
-		p.shot("map", true)
+		p.shot("map", "phone", "desktop")
 		p.do("search the map", chromedp.SendKeys(chromedp.CSS("#map-search"), "BATCH"))
 		waitFor(t, p.ctx, "the search result", `!!document.querySelector('#map-found a[href="#servers/batch-1"]')`)
 		p.eval(`document.querySelector('#map-search').value = '', document.querySelector('#map-search').dispatchEvent(new Event('input')), ''`)
@@ -447,7 +451,7 @@ func TestBrowserPages(t *testing.T) {
 		}
 		p.noSidewaysScroll("server")
 		p.accessible("server")
-		p.shot("server", true)
+		p.shot("server", "phone", "desktop")
 		p.do("back to the hour", chromedp.Click(chromedp.CSS(`.seg button[data-since="1h"]`)))
 		waitFor(t, p.ctx, "the hour's charts", `document.querySelector('.seg button[data-since="1h"]').getAttribute('aria-pressed') === 'true'`)
 
@@ -462,14 +466,14 @@ func TestBrowserPages(t *testing.T) {
 		p.contains("#incidents-history", "orders-db", "open", "Lasted")
 		p.noSidewaysScroll("incidents")
 		p.accessible("incidents")
-		p.shot("incidents", true)
+		p.shot("incidents")
 
 		// Security: attacks, exposures, gaps.
 		p.visit("#security", "security")
 		p.contains("#security-body", "1 open of 1 attacks", "203.0.113.7", "root, admin, oracle", "Blocked", "no", "Exposures", "ssh password login")
 		p.noSidewaysScroll("security")
 		p.accessible("security")
-		p.shot("security", false)
+		p.shot("security")
 
 		// The audit, filtered and with each request's steps.
 		p.visit("#audit", "audit")
@@ -489,7 +493,7 @@ func TestBrowserPages(t *testing.T) {
 		p.contains("#audit-list details", "requested", "approved by approver:alice", "finished by agent:web-1", "exitCode")
 		p.noSidewaysScroll("audit")
 		p.accessible("audit")
-		p.shot("audit", false)
+		p.shot("audit")
 	}
 
 	// Live: a server that connects appears on the open map without a reload.
@@ -595,8 +599,13 @@ func TestBrowserBigFleet(t *testing.T) {
 		t.Error("the offline srv-0097 is not drawn in its folded district")
 	}
 	p.contains(`.district[data-id="d01"] .counts`, "online 49", "offline 1")
+	if n := p.count("#map-incidents .incident"); n != 3 {
+		t.Errorf("%d incidents drawn in full above the map; want the 3 largest, the others folded", n)
+	}
+	p.contains("#map-incidents .more-incidents summary", "9 more open incidents")
 	p.accessible("big map")
-	p.shot("map-1000", true)
+	p.eval(`document.querySelector('.more-incidents').scrollIntoView(), ''`)
+	p.shot("map-1000", "desktop")
 	p.do("show a district whole", chromedp.Click(chromedp.CSS(`.district[data-id="d03"] button.expand`)))
 	if n := p.count(`.district[data-id="d03"] .tile`); n != 50 {
 		t.Errorf("the district shown whole has %d tiles; want 50", n)

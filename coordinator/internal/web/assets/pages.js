@@ -146,6 +146,7 @@ window.gridcityPages = ({ api }) => {
   // troubled members) on a large fleet.
   const COLLAPSE_OVER = 24;
   const LARGE_FLEET = 150;
+  const MAP_INCIDENTS = 3;
 
   async function fetchFleet(nav) {
     let all = null;
@@ -219,7 +220,13 @@ window.gridcityPages = ({ api }) => {
       h('span', { text: `${f.total} servers` }), ...statuses.flat(),
       h('span', { text: ` · ${f.targetsTotal - servers} resources · ${f.healthy} healthy · ${f.incidents.length} open incident${f.incidents.length === 1 ? '' : 's'}` }));
     put($('#map-gaps'), ...(f.gaps || []).map((g) => h('p', { class: 'notice-inline', text: `${g.check}: ${g.reason}` })));
-    put($('#map-incidents'), ...f.incidents.map(incidentBox));
+    // The largest incidents in full; on a troubled fleet the others fold
+    // into a list, so that the city stays near the top.
+    const rest = f.incidents.slice(MAP_INCIDENTS);
+    put($('#map-incidents'), ...f.incidents.slice(0, MAP_INCIDENTS).map(incidentBox), rest.length ? h('details', { class: 'more-incidents' },
+      h('summary', { text: `${rest.length} more open incident${rest.length === 1 ? '' : 's'}` }),
+      h('ul', {}, rest.map((i) => h('li', {}, link(i.name || i.target, i.kind === 'server'), ' ', statusBadge(i.status, true), h('span', { class: 'muted', text: ` ${i.reason} · explains ${i.explainsCount} · ${i.atRiskCount} at risk` })))),
+      h('p', {}, h('a', { href: '#incidents', text: 'All incidents' }))) : null);
 
     const byDistrict = new Map(f.districts.map((d) => [d.id, []]));
     const loose = [];
