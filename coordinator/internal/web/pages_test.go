@@ -491,6 +491,9 @@ func TestBrowserPages(t *testing.T) {
 		}
 		p.do("open the steps", chromedp.Click(chromedp.CSS("#audit-list details summary")))
 		p.contains("#audit-list details", "requested", "approved by approver:alice", "finished by agent:web-1", "exitCode")
+		p.visit("#audit?limit=2", "audit")
+		p.do("page on", chromedp.Click(chromedp.CSS("#audit-more")))
+		waitFor(t, p.ctx, "the next page of the audit", `document.querySelectorAll('#audit-list article').length === 3 && document.querySelector('#audit-more').hidden`)
 		p.noSidewaysScroll("audit")
 		p.accessible("audit")
 		p.shot("audit")
