@@ -14,6 +14,7 @@
     retries: 0,
     retryTimer: 0,
     historyTimer: 0,
+    contextTimer: 0,
   };
 
   // ---- the session key ----
@@ -120,10 +121,16 @@
 
   // ---- views ----
 
+  // The fleet's pages (pages.js) share this page's session.
+  const pages = window.gridcityPages({ api });
+
   function showOnly(id) {
-    for (const v of ['login-view', 'pending-view', 'history-view']) $('#' + v).hidden = v !== id;
-    $('#nav-pending').classList.toggle('active', id === 'pending-view');
-    $('#nav-history').classList.toggle('active', id === 'history-view');
+    for (const v of document.querySelectorAll('main > section')) v.hidden = v.id !== id;
+    for (const a of document.querySelectorAll('.bar nav a')) {
+      const on = a.id === 'nav-pending' ? id === 'pending-view' : a.id === 'nav-history' ? id === 'history-view' : a.dataset.view === id;
+      a.classList.toggle('active', on);
+      if (on) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
+    }
   }
 
   // loggedOut forgets the key, which the coordinator no longer accepts.
@@ -134,6 +141,7 @@
 
   function showLogin(message) {
     state.me = null;
+    pages.leave();
     disconnect();
     $('#bar').hidden = true;
     notice('');
@@ -144,12 +152,16 @@
 
   function route() {
     if (!state.me) return;
+    pages.leave();
     if (location.hash === '#history') {
       showOnly('history-view');
       loadHistory();
-    } else {
-      showOnly('pending-view');
+      return;
     }
+    // A server's page is named by the hash: it starts at the top.
+    const view = pages.route(location.hash);
+    showOnly(view || 'pending-view');
+    if (view) window.scrollTo(0, 0);
   }
 
   function notice(text) {
@@ -220,6 +232,15 @@
       for (const r of snap.requests) addCard(r);
     },
     created(r) { addCard(r); },
+    // What the map draws may have changed: the open page and the cards'
+    // context are read again.
+    fleet() {
+      pages.fleetChanged();
+      clearTimeout(state.contextTimer);
+      state.contextTimer = setTimeout(() => {
+        for (const { req, el } of state.cards.values()) pages.cardContext($('.context', el), req.server);
+      }, 300);
+    },
     end({ reason }) { loggedOut(reason); },
   };
   for (const kind of ['decided', 'updated', 'finished']) {
@@ -421,6 +442,7 @@
     form.addEventListener('submit', (e) => { e.preventDefault(); decide(r, el, 'approve'); });
     $('.deny', el).addEventListener('click', () => decide(r, el, 'deny'));
     state.cards.set(r.id, { req: r, el });
+    pages.cardContext($('.context', el), r.server);
     // Oldest first: the one that expires soonest is on top.
     const after = [...state.cards.values()].find((c) => c.el.isConnected && c.req.createdAt > r.createdAt);
     $('#cards').insertBefore(el, after ? after.el : null);
