@@ -1,10 +1,12 @@
 package web
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -192,5 +194,52 @@ func TestEventsTellOfFleetChanges(t *testing.T) {
 			t.Fatalf("an event without a change: %+v", ev)
 		}
 	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// The pages' answers are gzipped for a browser that accepts it, and plain
+// for one that does not.
+func TestFleetPagesGzipped(t *testing.T) {
+	e := newEnv(t, Config{Views: newFakeViews(nil)})
+	c := e.login(t)
+	plain := e.do(t, req{method: "GET", path: "/api/fleet", cookie: c})
+	if plain.code != 200 || plain.header.Get("Content-Encoding") != "" || !strings.Contains(plain.body, `"targets"`) {
+		t.Fatalf("plain: %d %q %s", plain.code, plain.header.Get("Content-Encoding"), plain.body)
+	}
+	for _, ae := range []string{"gzip", "br, gzip;q=0.8", "deflate, GZIP"} {
+		r := e.do(t, req{method: "GET", path: "/api/fleet", cookie: c, header: map[string]string{"Accept-Encoding": ae}})
+		if r.code != 200 || r.header.Get("Content-Encoding") != "gzip" || !strings.Contains(r.header.Get("Vary"), "Accept-Encoding") {
+			t.Fatalf("Accept-Encoding %q: %d %v", ae, r.code, r.header)
+		}
+		z, err := gzip.NewReader(strings.NewReader(r.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(z)
+		if err != nil || string(b) != plain.body {
+			t.Fatalf("gunzipped %q (%v); want %q", b, err, plain.body)
+		}
+	}
+	if r := e.do(t, req{method: "GET", path: "/api/fleet", cookie: c, header: map[string]string{"Accept-Encoding": "gzip;q=0"}}); r.header.Get("Content-Encoding") != "" {
+		t.Errorf("gzip;q=0 answered gzipped")
+	}
+}
+
+// The page's script and style go gzipped to a browser that takes it.
+func TestAssetsGzipped(t *testing.T) {
+	e := newEnv(t, Config{})
+	for _, name := range []string{"app.js", "pages.js", "app.css"} {
+		plain := e.do(t, req{method: "GET", path: "/static/" + name})
+		r := e.do(t, req{method: "GET", path: "/static/" + name, header: map[string]string{"Accept-Encoding": "gzip"}})
+		if plain.code != 200 || r.code != 200 || r.header.Get("Content-Encoding") != "gzip" || r.header.Get("Content-Type") != plain.header.Get("Content-Type") {
+			t.Fatalf("%s: %d/%d %v", name, plain.code, r.code, r.header)
+		}
+		z, err := gzip.NewReader(strings.NewReader(r.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := io.ReadAll(z); string(b) != plain.body || len(r.body) >= len(plain.body)/2 {
+			t.Errorf("%s: %d bytes gzipped of %d; want the same text in under half", name, len(r.body), len(plain.body))
+		}
 	}
 }
