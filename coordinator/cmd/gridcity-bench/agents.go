@@ -204,11 +204,9 @@ func runAgents(ctx context.Context, c agentsConfig) (agentsRun, error) {
 			return res, fmt.Errorf("%d agents need %d open files here and in the coordinator; the limit is %d (raise the hard limit: ulimit -Hn)", c.N, need, rl.Cur)
 		}
 	}
-	var tok struct{ Endpoint, Token string }
-	if b, err := exec.CommandContext(ctx, c.Gridcity, "mcp", "--data", c.Data, "--json").Output(); err != nil {
-		return res, fmt.Errorf("gridcity mcp --json: %w", err)
-	} else if err := json.Unmarshal(b, &tok); err != nil || tok.Token == "" {
-		return res, fmt.Errorf("gridcity mcp --json printed %q", b)
+	tok, err := mcpEndpoint(ctx, c.Gridcity, c.Data)
+	if err != nil {
+		return res, err
 	}
 	base := strings.TrimSuffix(tok.Endpoint, "/mcp")
 	if n, err := connectedAgents(ctx, base); err != nil {
@@ -226,13 +224,7 @@ func runAgents(ctx context.Context, c agentsConfig) (agentsRun, error) {
 	res.Baseline = base0
 
 	// Enrollment, with one reusable join line.
-	var join struct{ JoinLine string }
-	if b, err := exec.CommandContext(ctx, c.Gridcity, "join", "--data", c.Data, "--reusable", "--ttl", "2h", "--json").Output(); err != nil {
-		return res, fmt.Errorf("gridcity join --reusable: %w", err)
-	} else if err := json.Unmarshal(b, &join); err != nil {
-		return res, fmt.Errorf("gridcity join --json printed %q", b)
-	}
-	jl, err := gridcityv1.ParseJoinLine(join.JoinLine)
+	jl, err := reusableJoin(ctx, c.Gridcity, c.Data)
 	if err != nil {
 		return res, err
 	}
@@ -401,6 +393,38 @@ func runAgents(ctx context.Context, c agentsConfig) (agentsRun, error) {
 		medianF(res.ListServers.Ms), percentile(res.ListServers.Ms, 95), res.ListServers.Bytes/1024,
 		medianF(res.IncidentReport.Ms), percentile(res.IncidentReport.Ms, 95), res.Links, res.Districts)
 	return res, nil
+}
+
+// mcpToken is what `gridcity mcp --json` prints: the endpoint and the
+// local token.
+type mcpToken struct{ Endpoint, Token string }
+
+// mcpEndpoint asks `gridcity mcp --json` for the MCP endpoint and token of
+// the coordinator whose data directory is data.
+func mcpEndpoint(ctx context.Context, gridcity, data string) (mcpToken, error) {
+	var tok mcpToken
+	b, err := exec.CommandContext(ctx, gridcity, "mcp", "--data", data, "--json").Output()
+	if err != nil {
+		return tok, fmt.Errorf("gridcity mcp --data %s --json: %w", data, err)
+	}
+	if err := json.Unmarshal(b, &tok); err != nil || tok.Token == "" || tok.Endpoint == "" {
+		return tok, fmt.Errorf("gridcity mcp --data %s --json printed %q", data, b)
+	}
+	return tok, nil
+}
+
+// reusableJoin mints a join line for any number of agents (for two hours)
+// on the coordinator whose data directory is data.
+func reusableJoin(ctx context.Context, gridcity, data string) (gridcityv1.JoinLine, error) {
+	var join struct{ JoinLine string }
+	b, err := exec.CommandContext(ctx, gridcity, "join", "--data", data, "--reusable", "--ttl", "2h", "--json").Output()
+	if err != nil {
+		return gridcityv1.JoinLine{}, fmt.Errorf("gridcity join --data %s --reusable: %w", data, err)
+	}
+	if err := json.Unmarshal(b, &join); err != nil {
+		return gridcityv1.JoinLine{}, fmt.Errorf("gridcity join --json printed %q", b)
+	}
+	return gridcityv1.ParseJoinLine(join.JoinLine)
 }
 
 // enrollAll enrolls n agents, parallel at a time, agent i with join line

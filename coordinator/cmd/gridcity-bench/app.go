@@ -9,14 +9,12 @@ package main
 import (
 	"context"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -148,11 +146,9 @@ func cmdApp(args []string) error {
 
 func runApp(ctx context.Context, c agentsConfig, chromium string, rounds int) (appRun, error) {
 	res := appRun{Servers: c.N, Pages: map[string]*pageRun{}, Chromium: chromium}
-	var tok struct{ Endpoint string }
-	if b, err := exec.CommandContext(ctx, c.Gridcity, "mcp", "--data", c.Data, "--json").Output(); err != nil {
-		return res, fmt.Errorf("gridcity mcp --json: %w", err)
-	} else if err := json.Unmarshal(b, &tok); err != nil || tok.Endpoint == "" {
-		return res, fmt.Errorf("gridcity mcp --json printed %q", b)
+	tok, err := mcpEndpoint(ctx, c.Gridcity, c.Data)
+	if err != nil {
+		return res, err
 	}
 	base := strings.TrimSuffix(tok.Endpoint, "/mcp")
 	pw, err := os.ReadFile(filepath.Join(c.Data, "admin-password"))
@@ -161,13 +157,7 @@ func runApp(ctx context.Context, c agentsConfig, chromium string, rounds int) (a
 	}
 
 	// The fleet: every agent enrolled and streaming its state.
-	var join struct{ JoinLine string }
-	if b, err := exec.CommandContext(ctx, c.Gridcity, "join", "--data", c.Data, "--reusable", "--ttl", "2h", "--json").Output(); err != nil {
-		return res, fmt.Errorf("gridcity join --reusable: %w", err)
-	} else if err := json.Unmarshal(b, &join); err != nil {
-		return res, fmt.Errorf("gridcity join --json printed %q", b)
-	}
-	jl, err := gridcityv1.ParseJoinLine(join.JoinLine)
+	jl, err := reusableJoin(ctx, c.Gridcity, c.Data)
 	if err != nil {
 		return res, err
 	}

@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"slices"
 	"strconv"
@@ -159,15 +157,7 @@ func cmdHA(kind string, args []string) error {
 func haFleet(ctx context.Context, c haConfig, starts []replicaProc) (*simFleet, []*simAgent, float64, error) {
 	var jls []gridcityv1.JoinLine
 	for i := range starts {
-		var join struct{ JoinLine string }
-		b, err := exec.CommandContext(ctx, c.Gridcity, "join", "--data", starts[i].Data, "--reusable", "--ttl", "2h", "--json").Output()
-		if err == nil {
-			err = json.Unmarshal(b, &join)
-		}
-		if err != nil {
-			return nil, nil, 0, fmt.Errorf("gridcity join --data %s: %w", starts[i].Data, err)
-		}
-		jl, err := gridcityv1.ParseJoinLine(join.JoinLine)
+		jl, err := reusableJoin(ctx, c.Gridcity, starts[i].Data)
 		if err != nil {
 			return nil, nil, 0, err
 		}
@@ -458,13 +448,9 @@ func measureAll(ctx context.Context, reps []replicaProc, d time.Duration, driver
 // listedOnline is how many servers list_servers on replica r counts
 // online, once it counts want (the shared view catches up within seconds).
 func listedOnline(ctx context.Context, c haConfig, r replicaProc, want int) (int, error) {
-	var tok struct{ Endpoint, Token string }
-	b, err := exec.CommandContext(ctx, c.Gridcity, "mcp", "--data", r.Data, "--json").Output()
-	if err == nil {
-		err = json.Unmarshal(b, &tok)
-	}
+	tok, err := mcpEndpoint(ctx, c.Gridcity, r.Data)
 	if err != nil {
-		return 0, fmt.Errorf("gridcity mcp --data %s --json: %w", r.Data, err)
+		return 0, err
 	}
 	meter := &meteredTransport{headers: map[string]string{"Authorization": "Bearer " + tok.Token, "X-Agent-Client": "gridcity-bench"}}
 	cl := mcp.NewClient(&mcp.Implementation{Name: "gridcity-bench", Version: "1"}, nil)

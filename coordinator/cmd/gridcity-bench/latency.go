@@ -114,11 +114,9 @@ func cmdLatency(args []string) error {
 	ctx := context.Background()
 
 	// The MCP client: a live session, as an AI client keeps one.
-	var tok struct{ Endpoint, Token string }
-	if b, err := exec.Command(*gridcity, "mcp", "--data", *data, "--json").Output(); err != nil {
-		return fmt.Errorf("gridcity mcp --json: %w", err)
-	} else if err := json.Unmarshal(b, &tok); err != nil || tok.Token == "" {
-		return fmt.Errorf("gridcity mcp --json printed %q", b)
+	tok, err := mcpEndpoint(ctx, *gridcity, *data)
+	if err != nil {
+		return err
 	}
 	hc := &http.Client{Transport: headerTransport{"Authorization": "Bearer " + tok.Token, "X-Agent-Client": "gridcity-bench"}}
 	cl := mcp.NewClient(&mcp.Implementation{Name: "gridcity-bench", Version: "1"}, nil)
