@@ -38,8 +38,10 @@ func registerGauges(m *telemetry.Metrics, api *agentapi.Server, fl *fleet.Fleet,
 		return by
 	})
 	counts := &requestCounts{cmds: cmds, logger: logger}
-	m.Gauge("approvals_pending", "Command requests waiting for a person, in the store (the same on every replica).", func() float64 { p, _ := counts.get(); return p })
-	m.Gauge("commands_running", "Approved commands dispatched to their agent and not yet ended, in the store (the same on every replica).", func() float64 { _, r := counts.get(); return r })
+	m.GaugeIfKnown("approvals_pending", "Command requests waiting for a person, in the store (the same on every replica); absent while the store does not answer.",
+		func() (float64, bool) { p, _, ok := counts.get(); return p, ok })
+	m.GaugeIfKnown("commands_running", "Approved commands dispatched to their agent and not yet ended, in the store (the same on every replica); absent while the store does not answer.",
+		func() (float64, bool) { _, r, ok := counts.get(); return r, ok })
 	m.Gauge("incidents_open", "Open incidents: targets that are the root cause of trouble now.", func() float64 { return float64(len(tracker.Open())) })
 	if lead != nil {
 		m.Gauge("replica_leader", "1 while this replica does the fleet's judgement (probes from the coordinator, incidents), 0 otherwise.", func() float64 {
@@ -52,8 +54,8 @@ func registerGauges(m *telemetry.Metrics, api *agentapi.Server, fl *fleet.Fleet,
 }
 
 // requestCounts reads the pending and running counts once for both
-// gauges of a scrape (they are read one after the other), and keeps the
-// last known counts when the store does not answer.
+// gauges of a scrape (they are read one after the other); when the store
+// does not answer, the counts are unknown and the gauges left out.
 type requestCounts struct {
 	cmds   *command.Service
 	logger *slog.Logger
@@ -61,23 +63,23 @@ type requestCounts struct {
 	mu               sync.Mutex
 	at               time.Time
 	pending, running float64
+	ok               bool
 }
 
-func (c *requestCounts) get() (pending, running float64) {
+func (c *requestCounts) get() (pending, running float64, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if time.Since(c.at) < time.Second {
-		return c.pending, c.running
+		return c.pending, c.running, c.ok
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	p, r, err := c.cmds.Counts(ctx)
 	if err != nil {
 		c.logger.Debug("metrics: requests not counted", "err", err)
-		return c.pending, c.running
 	}
-	c.at, c.pending, c.running = time.Now(), float64(p), float64(r)
-	return c.pending, c.running
+	c.at, c.pending, c.running, c.ok = time.Now(), float64(p), float64(r), err == nil
+	return c.pending, c.running, c.ok
 }
 
 // fleetSource gives /metrics/fleet the servers with their districts (the

@@ -98,6 +98,26 @@ func (m *Metrics) Gauge(name, help string, f func() float64) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help}, f))
 }
 
+// GaugeIfKnown registers a gauge read from f at each scrape, left out of
+// the scrape when f cannot tell (ok false): unknown is not 0.
+func (m *Metrics) GaugeIfKnown(name, help string, f func() (v float64, ok bool)) {
+	m.names = append(m.names, namespace+"_"+name)
+	m.reg.MustRegister(&optional{desc: prometheus.NewDesc(namespace+"_"+name, help, nil, nil), f: f})
+}
+
+type optional struct {
+	desc *prometheus.Desc
+	f    func() (float64, bool)
+}
+
+func (o *optional) Describe(ch chan<- *prometheus.Desc) { ch <- o.desc }
+
+func (o *optional) Collect(ch chan<- prometheus.Metric) {
+	if v, ok := o.f(); ok {
+		ch <- prometheus.MustNewConstMetric(o.desc, prometheus.GaugeValue, v)
+	}
+}
+
 // GaugeByLabel registers a gauge with one label, each value read from f
 // at each scrape.
 func (m *Metrics) GaugeByLabel(name, help, label string, f func() map[string]float64) {

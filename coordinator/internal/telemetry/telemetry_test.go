@@ -291,3 +291,17 @@ func lint(t *testing.T, body string) {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
 	}
 }
+
+// A gauge whose value cannot be read now is left out, not 0.
+func TestGaugeIfKnown(t *testing.T) {
+	m := New("test")
+	known := false
+	m.GaugeIfKnown("approvals_pending", "Pending.", func() (float64, bool) { return 0, known })
+	if n, err := testutil.GatherAndCount(m.Registry(), "gridcity_approvals_pending"); err != nil || n != 0 {
+		t.Fatalf("unknown: %d series (%v); want none", n, err)
+	}
+	known = true
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader("# HELP gridcity_approvals_pending Pending.\n# TYPE gridcity_approvals_pending gauge\ngridcity_approvals_pending 0\n"), "gridcity_approvals_pending"); err != nil {
+		t.Error(err)
+	}
+}
