@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
@@ -94,6 +96,10 @@ type Server struct {
 	refusals refusals
 	// replicas is the live coordinators' list every agent is told of.
 	replicas *gridcityv1.Replicas
+	// rechecking: the loop that re-checks the live streams' certificates
+	// runs (recheckLoop); it ends when the server stops.
+	rechecking bool
+	stop       chan struct{}
 }
 
 // SetReplicas records the gRPC addresses of the live coordinators (this
@@ -186,11 +192,15 @@ type agentStream struct {
 	cancel context.CancelFunc
 	out    chan *gridcityv1.CoordinatorMessage
 	probes bool // the agent runs probes
+	// serial is the stream's client certificate's, for the re-checks.
+	serial string
+	// ended is why recheckLoop ended the stream, if it did (under Server.mu).
+	ended error
 }
 
 // New returns an agent API server.
 func New(cfg Config, st Store, ca *pki.CA, f *fleet.Fleet, logger *slog.Logger) *Server {
-	return &Server{cfg: cfg, store: st, ca: ca, fleet: f, logger: logger, now: time.Now, streams: map[string]*agentStream{}}
+	return &Server{cfg: cfg, store: st, ca: ca, fleet: f, logger: logger, now: time.Now, streams: map[string]*agentStream{}, stop: make(chan struct{})}
 }
 
 // GRPCServer returns a gRPC server with TLS from the CA, keepalives that
@@ -211,13 +221,23 @@ func (s *Server) GRPCServer(extraNames ...string) (*grpc.Server, error) {
 	gs := grpc.NewServer(
 		grpc.Creds(credentials.NewTLS(tlsCfg)),
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
-		// Thousands of mostly idle streams: gRPC's default 32 KiB write
-		// buffer per connection, held for the connection's life, becomes
-		// one taken from a shared pool for each flush; and agents send a
-		// heartbeat or a small change at a time, so a 16 KiB read buffer
-		// (a TLS record) is as good as 32.
+		// Tens of thousands of mostly idle streams of small messages (see
+		// bench/profiles.md). gRPC's write buffer is taken from a shared
+		// pool for each flush rather than held for the connection's life,
+		// and is small: a heartbeat's answer is a few dozen bytes. There is
+		// no read buffer of gRPC's own: crypto/tls already holds the
+		// record being read, so a second buffer per connection (16 KiB,
+		// 30 % of the heap at 10,000 agents) saved no system call.
 		grpc.SharedWriteBuffer(true),
-		grpc.ReadBufferSize(16<<10),
+		grpc.WriteBufferSize(4<<10),
+		grpc.ReadBufferSize(0),
+		// Static flow-control windows: with the dynamic ones gRPC sends a
+		// PING to estimate the bandwidth after each message it receives,
+		// a write and a read for every state change and heartbeat. 1 MiB
+		// is more than an agent's largest message needs to flow on a LAN,
+		// and bounds what one connection can make the coordinator buffer.
+		grpc.StaticStreamWindowSize(1<<20),
+		grpc.StaticConnWindowSize(1<<20),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 5 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 4 * time.Second, PermitWithoutStream: true}),
 		// What an agent sends is not trusted: should a bug in handling it
@@ -302,7 +322,7 @@ func (s *Server) recoverCall(method string, err *error) {
 // Connect serves one agent's stream.
 func (s *Server) Connect(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage, gridcityv1.CoordinatorMessage]) error {
 	ctx := stream.Context()
-	name, err := s.authenticate(ctx)
+	name, serial, err := s.authenticate(ctx)
 	if err != nil {
 		return err
 	}
@@ -322,11 +342,15 @@ func (s *Server) Connect(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage
 	defer cancel()
 	id := s.fleet.Connect(hello)
 	as := &agentStream{id: id, cancel: cancel, out: make(chan *gridcityv1.CoordinatorMessage, 64),
-		probes: slices.Contains(hello.GetCapabilities(), "probes")}
+		probes: slices.Contains(hello.GetCapabilities(), "probes"), serial: serial}
 	s.mu.Lock()
 	if s.stopping {
 		s.mu.Unlock()
 		return status.Error(codes.Unavailable, "coordinator stopping; reconnect shortly")
+	}
+	if !s.rechecking {
+		s.rechecking = true
+		go s.recheckLoop()
 	}
 	if old := s.streams[name]; old != nil {
 		old.cancel() // the agent reconnected before its old stream was noticed dead
@@ -362,70 +386,160 @@ func (s *Server) Connect(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage
 			return err
 		}
 	}
-	in := make(chan *gridcityv1.AgentMessage)
+	// The agent's messages are handled in the goroutine that receives
+	// them, in order; this one waits for what ends the stream and sends
+	// what others queue. Both send, taking turns under out. (One goroutine
+	// cannot do both: a receive that waits ends only with the stream, and
+	// then tells the agent Canceled, not why.)
+	out := &streamSender{stream: stream}
+	var lastHeard atomic.Int64 // unix ns of the last message from the agent
+	lastHeard.Store(s.now().UnixNano())
 	recvErr := make(chan error, 1)
 	go func() {
 		for {
 			m, err := stream.Recv()
 			if err != nil {
+				log.Info("agent disconnected", "err", err)
 				recvErr <- err
 				return
 			}
-			select {
-			case in <- m:
-			case <-ctx.Done():
+			lastHeard.Store(s.now().UnixNano())
+			if err := s.handle(ctx, out, name, id, m); err != nil {
+				// A refusal was logged by refuse, once a minute at most;
+				// anything else is a send that failed.
+				if status.Code(err) != codes.InvalidArgument {
+					log.Warn("agent stream ended while answering it", "err", err)
+				}
+				recvErr <- err
 				return
 			}
 		}
 	}()
 	idle := time.NewTimer(s.cfg.IdleTimeout)
 	defer idle.Stop()
-	// A revocation is made by another process (gridcity agents revoke), so
-	// live streams re-check their certificate now and then.
-	recheck := time.NewTicker(s.cfg.RevocationCheck)
-	defer recheck.Stop()
 	for {
 		select {
-		case <-recheck.C:
-			_, err := s.authenticate(stream.Context())
-			if status.Code(err) == codes.Unavailable {
-				// The store could not say (PostgreSQL restarting): not a
-				// revocation. The stream stays; the next check asks again.
-				log.Warn("could not re-check the agent's certificate; keeping its stream until the store answers", "reason", err)
-				continue
-			}
-			if err != nil {
-				log.Warn("agent stream ended", "reason", err)
-				return err
-			}
 		case <-ctx.Done():
+			s.mu.Lock()
+			ended := as.ended
+			s.mu.Unlock()
+			if ended != nil {
+				log.Warn("agent stream ended", "reason", ended)
+				return ended
+			}
 			log.Info("agent stream closed", "reason", context.Cause(ctx))
 			return status.Error(codes.Canceled, "stream replaced or coordinator stopping")
 		case err := <-recvErr:
-			log.Info("agent disconnected", "err", err)
 			return err
 		case <-idle.C:
+			// The timer is set once and moved on here, rather than reset
+			// for every message.
+			if silent := s.now().Sub(time.Unix(0, lastHeard.Load())); silent < s.cfg.IdleTimeout {
+				idle.Reset(s.cfg.IdleTimeout - silent)
+				continue
+			}
 			log.Warn("agent silent; dropping its stream", "after", s.cfg.IdleTimeout)
 			return status.Errorf(codes.DeadlineExceeded, "no message for %s", s.cfg.IdleTimeout)
 		case m := <-as.out:
-			if err := stream.Send(m); err != nil {
-				return err
-			}
-		case m := <-in:
-			idle.Reset(s.cfg.IdleTimeout)
-			if err := s.handle(stream, name, id, m); err != nil {
-				// A refusal was logged by refuse, once a minute at most;
-				// anything else is a send that failed.
-				if status.Code(err) != codes.InvalidArgument {
-					log.Warn("agent stream ended while answering it", "err", err)
-				}
+			if err := out.Send(m); err != nil {
 				return err
 			}
 		}
 	}
 }
 
-func (s *Server) handle(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage, gridcityv1.CoordinatorMessage], name string, id uint64, m *gridcityv1.AgentMessage) error {
+// recheckLoop re-checks the certificate of every live stream every
+// RevocationCheck, until the server stops: a revocation is made by another
+// process (gridcity agents revoke), or another replica enrolls the name
+// anew. One loop for every stream, rather than a ticker in each, keeps the
+// store's reads (deep in the stack with SQLite) out of the streams'
+// goroutines, whose stacks stay small.
+func (s *Server) recheckLoop() {
+	t := time.NewTicker(s.cfg.RevocationCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		live := make(map[string]*agentStream, len(s.streams))
+		maps.Copy(live, s.streams)
+		s.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RevocationCheck)
+		check := s.recheck
+		if l, ok := s.store.(agentLister); ok {
+			check = s.recheckFrom(ctx, l)
+		}
+		for name, as := range live {
+			err := check(ctx, name, as.serial)
+			if status.Code(err) == codes.Unavailable {
+				// The store could not say (PostgreSQL restarting): not a
+				// revocation. The streams stay; the next round asks again.
+				s.logger.Warn("could not re-check the agents' certificates; keeping their streams until the store answers", "reason", err)
+				break
+			}
+			if err != nil {
+				s.mu.Lock()
+				as.ended = err
+				s.mu.Unlock()
+				as.cancel()
+			}
+		}
+		cancel()
+	}
+}
+
+// agentLister is a store that reads every agent at once: the re-checks of
+// ten thousand streams are then one read rather than ten thousand.
+type agentLister interface {
+	Agents(ctx context.Context) ([]store.Agent, error)
+}
+
+// recheckFrom reads every agent from l and returns recheck answering from
+// what it read; if the read failed, every check fails as recheck would.
+func (s *Server) recheckFrom(ctx context.Context, l agentLister) func(ctx context.Context, name, serial string) error {
+	agents, err := l.Agents(ctx)
+	if err != nil {
+		return func(context.Context, string, string) error {
+			_, err := s.judge(store.Agent{}, err, "", "")
+			return err
+		}
+	}
+	byName := make(map[string]store.Agent, len(agents))
+	for _, a := range agents {
+		byName[a.Name] = a
+	}
+	return func(_ context.Context, name, serial string) error {
+		a, ok := byName[name]
+		var err error
+		if !ok {
+			err = store.ErrNotFound
+		}
+		reason, err := s.judge(a, err, name, serial)
+		if err != nil {
+			s.cfg.Metrics.StreamRefused(reason)
+		}
+		return err
+	}
+}
+
+// streamSender sends on one agent's stream from the two goroutines that
+// serve it: gRPC allows one sender at a time.
+type streamSender struct {
+	mu     sync.Mutex
+	stream grpc.BidiStreamingServer[gridcityv1.AgentMessage, gridcityv1.CoordinatorMessage]
+}
+
+// Send sends m, waiting for the other goroutine's send to end.
+func (o *streamSender) Send(m *gridcityv1.CoordinatorMessage) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.stream.Send(m)
+}
+
+func (s *Server) handle(ctx context.Context, stream *streamSender, name string, id uint64, m *gridcityv1.AgentMessage) error {
 	s.cfg.Metrics.AgentMessage(messageKind(m))
 	switch b := m.Body.(type) {
 	case *gridcityv1.AgentMessage_State:
@@ -450,7 +564,7 @@ func (s *Server) handle(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage,
 		if c == nil {
 			return nil
 		}
-		if err := c.HandleEvent(stream.Context(), name, b.CommandEvent); err != nil {
+		if err := c.HandleEvent(ctx, name, b.CommandEvent); err != nil {
 			// Not recorded, so not acknowledged: the agent's journal keeps
 			// it and reports it after the next reconnect.
 			s.logger.Error("command event not recorded", "server", name, "request", b.CommandEvent.GetRequestId(), "err", err)
@@ -524,45 +638,60 @@ func (s *Server) runsProbes(name string) error {
 }
 
 // authenticate returns the server name bound to the stream's verified client
-// certificate, refusing unknown, superseded and revoked certificates.
-func (s *Server) authenticate(ctx context.Context) (string, error) {
-	name, reason, err := s.checkCertificate(ctx)
-	if err != nil {
-		s.cfg.Metrics.StreamRefused(reason)
-	}
-	return name, err
-}
-
-// checkCertificate is authenticate, with the reason of a refusal for the
-// metrics.
-func (s *Server) checkCertificate(ctx context.Context) (string, string, error) {
+// certificate and the certificate's serial, refusing unknown, superseded
+// and revoked certificates.
+func (s *Server) authenticate(ctx context.Context) (name, serial string, err error) {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
-		return "", "no_certificate", status.Error(codes.Unauthenticated, "no peer information")
+		s.cfg.Metrics.StreamRefused("no_certificate")
+		return "", "", status.Error(codes.Unauthenticated, "no peer information")
 	}
 	ti, ok := p.AuthInfo.(credentials.TLSInfo)
 	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.VerifiedChains[0]) == 0 {
-		return "", "no_certificate", status.Error(codes.Unauthenticated, "a client certificate is required: enroll first with `gridcity-agent run --join \"JOIN LINE\"`")
+		s.cfg.Metrics.StreamRefused("no_certificate")
+		return "", "", status.Error(codes.Unauthenticated, "a client certificate is required: enroll first with `gridcity-agent run --join \"JOIN LINE\"`")
 	}
 	leaf := ti.State.VerifiedChains[0][0]
-	name := leaf.Subject.CommonName
+	name, serial = leaf.Subject.CommonName, pki.SerialHex(leaf.SerialNumber)
+	return name, serial, s.recheck(ctx, name, serial)
+}
+
+// recheck refuses the certificate of the given serial for the named
+// server if it is unknown, superseded or revoked.
+func (s *Server) recheck(ctx context.Context, name, serial string) error {
+	reason, err := s.checkCertificate(ctx, name, serial)
+	if err != nil {
+		s.cfg.Metrics.StreamRefused(reason)
+	}
+	return err
+}
+
+// checkCertificate is recheck, with the reason of a refusal for the
+// metrics.
+func (s *Server) checkCertificate(ctx context.Context, name, serial string) (string, error) {
 	a, err := s.store.Agent(ctx, name)
+	return s.judge(a, err, name, serial)
+}
+
+// judge is checkCertificate on the agent record a read from the store,
+// or the error reading it.
+func (s *Server) judge(a store.Agent, err error, name, serial string) (string, error) {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return "", "unknown_agent", status.Errorf(codes.Unauthenticated, "certificate for %q is not known to this coordinator: enroll again with a new join line", name)
+		return "unknown_agent", status.Errorf(codes.Unauthenticated, "certificate for %q is not known to this coordinator: enroll again with a new join line", name)
 	case err != nil:
 		s.logger.Error("read agent record", "server", name, "err", err)
 		msg := "coordinator store unavailable; retry"
 		if u := (*store.UnavailableError)(nil); errors.As(err, &u) {
 			msg = u.Summary() + ": this coordinator cannot check the agent's certificate until it is back; retry"
 		}
-		return "", "store_unavailable", status.Error(codes.Unavailable, msg)
+		return "store_unavailable", status.Error(codes.Unavailable, msg)
 	case a.Revoked():
-		return "", "revoked", status.Errorf(codes.PermissionDenied, "certificate for %q was revoked at %s: enroll again with a new join line from `gridcity join`", name, a.RevokedAt.Format(time.RFC3339))
-	case a.Serial != pki.SerialHex(leaf.SerialNumber):
-		return "", "superseded", status.Errorf(codes.PermissionDenied, "certificate for %q was replaced by a newer enrollment: this agent's credentials are stale; enroll again", name)
+		return "revoked", status.Errorf(codes.PermissionDenied, "certificate for %q was revoked at %s: enroll again with a new join line from `gridcity join`", name, a.RevokedAt.Format(time.RFC3339))
+	case a.Serial != serial:
+		return "superseded", status.Errorf(codes.PermissionDenied, "certificate for %q was replaced by a newer enrollment: this agent's credentials are stale; enroll again", name)
 	}
-	return name, "", nil
+	return "", nil
 }
 
 func (s *Server) receiveHello(stream grpc.BidiStreamingServer[gridcityv1.AgentMessage, gridcityv1.CoordinatorMessage], name string) (*gridcityv1.Hello, error) {
@@ -622,6 +751,9 @@ func (s *Server) Send(name string, m *gridcityv1.CoordinatorMessage) error {
 func (s *Server) Shutdown() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.stopping {
+		close(s.stop)
+	}
 	s.stopping = true
 	for _, as := range s.streams {
 		as.cancel()

@@ -26,6 +26,7 @@ import (
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/replicas"
@@ -127,6 +128,11 @@ type server struct {
 	// does not mark a reconnected server offline.
 	stream uint64
 	dirty  bool
+	// unsaved: the figures (see figuresOnly) changed since the state was
+	// last written. Alone they do not make a server dirty on a store of
+	// its own: they are written with the next write of the server, at
+	// most seenRefresh later (Touch), and by FlushAll.
+	unsaved bool
 	sample bool // a new metric sample is due at the next flush
 	// open holds the samples of the current minute, one bucket per
 	// metric, written to the store when the minute has passed: the
@@ -466,7 +472,19 @@ func (f *Fleet) Apply(name string, stream uint64, u *gridcityv1.StateUpdate) {
 	}
 	s.LastSeen = f.now()
 	s.Refused, s.RefusedAt = "", time.Time{}
-	s.dirty = true
+	// Every agent sends its figures every few seconds. Only a shared
+	// store needs them written that often, for the other replicas' view;
+	// a coordinator of its own reads its store only when it starts, when
+	// figures a few seconds older are as good (the server shows as
+	// reconnecting until its agent sends them afresh).
+	if f.replica == "" && figuresOnly(u) {
+		s.unsaved = true
+		if s.LastSeen.Sub(s.saved) >= seenRefresh {
+			s.dirty = true
+		}
+	} else {
+		s.dirty = true
+	}
 	if u.Cpu != nil || u.Memory != nil || u.Disks != nil {
 		s.sample = true
 	}
@@ -474,6 +492,21 @@ func (f *Fleet) Apply(name string, stream uint64, u *gridcityv1.StateUpdate) {
 		f.shape++
 	}
 }
+
+// figuresOnly says the update carries nothing but the figures that the
+// agent samples every few seconds (CPU, memory, the top processes): any
+// other section, the gaps among them, is a change of what the server is.
+func figuresOnly(u *gridcityv1.StateUpdate) bool {
+	only := true
+	u.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		only = figureFields[fd.Name()]
+		return only
+	})
+	return only
+}
+
+// figureFields are the StateUpdate fields that figuresOnly allows.
+var figureFields = map[protoreflect.Name]bool{"collected_unix_ms": true, "cpu": true, "memory": true, "processes": true}
 
 // Refuse records that a state update from the server's agent was refused,
 // and why; the state it had stays. Kept in memory only: an agent whose
@@ -573,6 +606,9 @@ func (f *Fleet) flush(ctx context.Context, all bool) error {
 		if all && len(s.open) > 0 {
 			points, s.open = append(points, s.open...), nil
 		}
+		if all && s.unsaved {
+			s.dirty = true
+		}
 		if s.leaseDirty {
 			if s.local() {
 				held = append(held, store.StreamLease{Server: s.Name, Since: s.ConnectedAt})
@@ -597,7 +633,7 @@ func (f *Fleet) flush(ctx context.Context, all bool) error {
 			skipped = append(skipped, fmt.Errorf("state of %s not saved: %w", s.Name, err))
 			continue
 		}
-		s.dirty, s.saved = false, s.LastSeen
+		s.dirty, s.unsaved, s.saved = false, false, s.LastSeen
 	}
 	f.mu.Unlock()
 	if err := f.store.SaveServers(ctx, recs); err != nil {

@@ -373,3 +373,60 @@ func TestRevokedServers(t *testing.T) {
 		t.Fatalf("after a restart statuses %v; want web-1 reconnecting, web-2 revoked", got)
 	}
 }
+
+// The figures an agent sends every few seconds are written with the
+// server's next write (at most seenRefresh later) or by FlushAll, not at
+// every flush; any other section is written at the next flush.
+func TestFiguresAreWrittenLessOften(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.UnixMilli(1_750_000_000_000)
+	c := &clock{t0}
+	f, st := restarted(t, c, nil, nil)
+	id := f.Connect(&gridcityv1.Hello{Name: "web-1"})
+	f.Apply("web-1", id, &gridcityv1.StateUpdate{Full: true, Cpu: &gridcityv1.CPU{Cores: 2, BusyPercent: proto.Float64(10)}, Disks: &gridcityv1.Disks{}})
+	stored := func(flush func(context.Context) error) *gridcityv1.StateUpdate {
+		t.Helper()
+		if err := flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := st.Servers(ctx)
+		if err != nil || len(recs) != 1 {
+			t.Fatalf("stored servers %+v, %v; want one", recs, err)
+		}
+		var u gridcityv1.StateUpdate
+		if err := proto.Unmarshal(recs[0].State, &u); err != nil {
+			t.Fatal(err)
+		}
+		return &u
+	}
+	busy := func(u *gridcityv1.StateUpdate) float64 { return u.GetCpu().GetBusyPercent() }
+	if got := busy(stored(f.Flush)); got != 10 {
+		t.Fatalf("busy %v stored; want the full state's 10", got)
+	}
+	step := func(d time.Duration, u *gridcityv1.StateUpdate) {
+		c.t = c.t.Add(d)
+		f.Apply("web-1", id, u)
+	}
+	step(5*time.Second, &gridcityv1.StateUpdate{CollectedUnixMs: 1, Cpu: &gridcityv1.CPU{Cores: 2, BusyPercent: proto.Float64(20)}, Memory: &gridcityv1.Memory{UsedPercent: 40}})
+	if got := busy(stored(f.Flush)); got != 10 {
+		t.Errorf("busy %v stored after a change of figures alone; want 10 until later", got)
+	}
+	step(5*time.Second, &gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 2, BusyPercent: proto.Float64(30)}, Gaps: &gridcityv1.Gaps{}})
+	if got := busy(stored(f.Flush)); got != 30 {
+		t.Errorf("busy %v stored after a change with gaps; want 30 at once", got)
+	}
+	step(5*time.Second, &gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 2, BusyPercent: proto.Float64(40)}})
+	step(seenRefresh, &gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 2, BusyPercent: proto.Float64(50)}})
+	if got := busy(stored(f.Flush)); got != 50 {
+		t.Errorf("busy %v stored %s after the last write; want 50", got, seenRefresh+5*time.Second)
+	}
+	step(5*time.Second, &gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 2, BusyPercent: proto.Float64(60)}})
+	if got := busy(stored(f.FlushAll)); got != 60 {
+		t.Errorf("busy %v stored by FlushAll; want 60", got)
+	}
+	for name := range figureFields {
+		if (&gridcityv1.StateUpdate{}).ProtoReflect().Descriptor().Fields().ByName(name) == nil {
+			t.Errorf("StateUpdate has no field %q", name)
+		}
+	}
+}
