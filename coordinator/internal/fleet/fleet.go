@@ -133,7 +133,7 @@ type server struct {
 	// its own: they are written with the next write of the server, at
 	// most seenRefresh later (Touch), and by FlushAll.
 	unsaved bool
-	sample bool // a new metric sample is due at the next flush
+	sample  bool // a new metric sample is due at the next flush
 	// open holds the samples of the current minute, one bucket per
 	// metric, written to the store when the minute has passed: the
 	// history keeps minutes, and a flush every few seconds need not
