@@ -24,11 +24,16 @@
 #   BENCH_LATENCY_WARMUP  samples before those, not counted (default 3)
 #   BENCH_AGENTS   fleet sizes for the coordinator's memory and CPU per
 #                  connected agent and its tools' latency, with simulated
-#                  agents (default "1000 10000"; 0 skips them)
+#                  agents (default "1000 10000 50000"; 0 skips them). A size
+#                  over what the hard limit on open files allows (each agent
+#                  is a file in the coordinator and one in the driver) is
+#                  measured at the largest size it allows, and the report
+#                  says so
 #   BENCH_AGENTS_SECONDS  that window (default 30)
 #   BENCH_AGENTS_SETTLE   seconds between the last agent connecting and the
 #                         window (default 15)
-#   BENCH_AGENTS_RATE     simulated agents connecting per second (default 50)
+#   BENCH_AGENTS_RATE     simulated agents connecting per second (default 50;
+#                         150 for the sizes over 10,000)
 #   BENCH_AGENTS_CALLS    calls of list_servers and of incident_report at
 #                         each size (default 20)
 #   BENCH_HA_FAILOVER  simulated agents whose replica is killed, of three on
@@ -109,7 +114,7 @@ fi
 
 [ -x bin/gridcity ] && [ -x bin/gridcity-agent ] || { say "building"; make -s build; }
 
-AGENT_SIZES=${BENCH_AGENTS:-1000 10000}
+AGENT_SIZES=${BENCH_AGENTS:-1000 10000 50000}
 AGENTS_SECONDS=${BENCH_AGENTS_SECONDS:-30}
 AGENTS_SETTLE=${BENCH_AGENTS_SETTLE:-15}
 AGENTS_RATE=${BENCH_AGENTS_RATE:-50}
@@ -255,10 +260,23 @@ if [ "$AGENT_SIZES" != 0 ]; then
   hard=$(ulimit -Hn)
   if [ "$hard" != unlimited ] && [ "$(ulimit -Sn)" != "$hard" ]; then ulimit -Sn "$hard" || true; fi
   for n in $AGENT_SIZES; do
+    rate=$AGENTS_RATE
+    if [ -z "${BENCH_AGENTS_RATE:-}" ] && [ "$n" -gt 10000 ]; then rate=150; fi
+    if [ "$hard" != unlimited ] && [ "$hard" -lt $((n + 1024)) ] && ulimit -Hn $((n + 1024)) 2>/dev/null; then
+      # Root (CAP_SYS_RESOURCE) may raise the hard limit.
+      hard=$((n + 1024))
+      ulimit -Sn "$hard"
+    fi
     if [ "$hard" != unlimited ] && [ "$hard" -lt $((n + 1024)) ]; then
-      say "$n simulated agents need about $((n + 1024)) open files each in the coordinator and the driver; the hard limit is $hard: skipped"
-      agents+=(-agents-error "$n agents: the hard limit on open files is $hard (ulimit -Hn), and each agent takes one in the coordinator and one in the driver; raise it (limits.conf, LimitNOFILE=) to measure this size")
-      continue
+      most=$(( (hard - 1024) / 1000 * 1000 ))
+      if [ "$most" -le 10000 ]; then
+        say "$n simulated agents need about $((n + 1024)) open files each in the coordinator and the driver; the hard limit is $hard: skipped"
+        agents+=(-agents-error "$n agents: the hard limit on open files is $hard (ulimit -Hn), and each agent takes one in the coordinator and one in the driver; raise it (limits.conf, LimitNOFILE=) to measure this size")
+        continue
+      fi
+      say "$n simulated agents need about $((n + 1024)) open files each in the coordinator and the driver; the hard limit is $hard, so $most are measured"
+      agents+=(-agents-error "$n agents: not measured here, the hard limit on open files is $hard (ulimit -Hn, which could not be raised here) and each agent takes one in the coordinator and one in the driver; $most, the most it allows, are measured instead. A coordinator for $n agents needs LimitNOFILE=$((n + 1024)) or more")
+      n=$most
     fi
     mapfile -t fports < <("$tmp/gridcity-bench" ports 2)
     fleet="$tmp/fleet-$n"
@@ -271,7 +289,7 @@ if [ "$AGENT_SIZES" != 0 ]; then
     wait_port "127.0.0.1:${fports[1]}" "$fleet_pid" "coordinator for $n agents"
     rc=0
     "$tmp/gridcity-bench" agents -n "$n" -pid "$fleet_pid" -data "$fleet" -gridcity bin/gridcity \
-      -seconds "$AGENTS_SECONDS" -settle "$AGENTS_SETTLE" -rate "$AGENTS_RATE" -calls "$AGENTS_CALLS" \
+      -seconds "$AGENTS_SECONDS" -settle "$AGENTS_SETTLE" -rate "$rate" -calls "$AGENTS_CALLS" \
       -clk-tck "$(getconf CLK_TCK)" -out "$tmp/agents-$n.json" 2>&1 | tee "$tmp/fleet-$n-driver.log" >&2 || rc=$?
     # (grep finds nothing when the driver said only its progress lines.)
     why=$({ grep -v '^gridcity-bench: agents: ' "$tmp/fleet-$n-driver.log" || true; } | tail -3 | tr '\n' ' ' | head -c 800)

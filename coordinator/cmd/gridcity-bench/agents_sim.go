@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -193,6 +194,22 @@ func (f *simFleet) run(ctx context.Context, a *simAgent, ready func()) {
 	}
 }
 
+// sourceAddrs is how many loopback addresses the agents connect from:
+// each source address has its own ephemeral ports (about 28,000 on Linux),
+// so that 50,000 agents can connect to one coordinator on loopback.
+const sourceAddrs = 8
+
+// sourceAddr is where agent i connects from to a coordinator at addr: one
+// of sourceAddrs loopback addresses if addr is on 127.0.0.0/8, else the
+// system's choice (nil).
+func sourceAddr(i int, addr string) net.Addr {
+	host, _, err := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); err != nil || ip == nil || ip.To4() == nil || !ip.IsLoopback() {
+		return nil
+	}
+	return &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i%sourceAddrs))}
+}
+
 // session runs one stream: hello, the full state, then heartbeats and
 // changes from timers (no goroutine of its own while idle), and receives
 // until the stream breaks.
@@ -208,6 +225,10 @@ func (f *simFleet) session(ctx context.Context, a *simAgent, addr string, ready 
 		// coordinator's side is left as it is.
 		grpc.WithSharedWriteBuffer(true),
 		grpc.WithReadBufferSize(8<<10),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			d := net.Dialer{LocalAddr: sourceAddr(a.i, addr)}
+			return d.DialContext(ctx, "tcp", addr)
+		}),
 	)
 	if err != nil {
 		return err

@@ -277,3 +277,22 @@ func TestSplitGoBench(t *testing.T) {
 		}
 	}
 }
+
+func TestSourceAddr(t *testing.T) {
+	seen := map[string]bool{}
+	for i := range 2 * sourceAddrs {
+		a := sourceAddr(i, "127.0.0.1:4601")
+		if a == nil || !a.(*net.TCPAddr).IP.IsLoopback() {
+			t.Fatalf("sourceAddr(%d) = %v; want a loopback address", i, a)
+		}
+		seen[a.String()] = true
+	}
+	if len(seen) != sourceAddrs {
+		t.Errorf("%d source addresses; want %d", len(seen), sourceAddrs)
+	}
+	for _, addr := range []string{"10.0.0.1:4601", "[::1]:4601", "coordinator:4601"} {
+		if a := sourceAddr(1, addr); a != nil {
+			t.Errorf("sourceAddr(%q) = %v; want the system's choice", addr, a)
+		}
+	}
+}
