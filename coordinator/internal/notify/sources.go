@@ -146,7 +146,15 @@ func (w *watcher) lookIncidents(h *Hub, now time.Time, first bool) {
 			w.incidents[in.ID] = s
 		}
 		s.in = in
-		if !s.told && now.Sub(s.seen) >= w.src.Grace {
+		// Troubled since it started (a server's since it was last heard
+		// from), or since this replica saw it when that is earlier: so an
+		// offline server's incident is told at the same look as its
+		// agent.offline, which the incident message then covers.
+		since := s.seen
+		if !in.StartedAt.IsZero() && in.StartedAt.Before(since) {
+			since = in.StartedAt
+		}
+		if !s.told && now.Sub(since) >= w.src.Grace {
 			s.told = true
 			h.Emit(Event{Kind: IncidentOpened, Incident: w.incident(in, time.Time{})})
 		}
