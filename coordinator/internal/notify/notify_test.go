@@ -102,7 +102,7 @@ func (th *testHub) count(name string, labels ...string) float64 {
 	return 0
 }
 
-func keyFile(t *testing.T, secret string) string {
+func keyFile(t testing.TB, secret string) string {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "secret")
 	if err := os.WriteFile(f, []byte(secret+"\n"), 0o600); err != nil {
