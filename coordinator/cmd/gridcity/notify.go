@@ -38,6 +38,13 @@ func newNotifyHub(cfg *config.Config, appURL string, topo *topology.Source, metr
 	if err != nil {
 		return nil, fmt.Errorf("notify: %w", err)
 	}
+	for _, n := range cfg.Notify {
+		events := "all"
+		if len(n.Events) > 0 {
+			events = fmt.Sprint(n.Events)
+		}
+		logger.Info("notifier ready", "notifier", n.Name, "kind", n.Kind, "events", events, "districts", n.Districts)
+	}
 	return hub, nil
 }
 

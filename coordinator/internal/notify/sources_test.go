@@ -130,6 +130,34 @@ func TestWatcherOffline(t *testing.T) {
 	}
 }
 
+// A server gone offline opens an incident on itself at once: both are
+// told at the same look, the incident first, so that a notifier that
+// wants both tells the incident and keeps the offline quiet.
+func TestWatcherOfflineServerAndItsIncidentAtOneLook(t *testing.T) {
+	h := recordingHub(t)
+	now := t0
+	servers := []fleet.Server{{Name: "web-1", Online: true, LastSeen: now}}
+	var open []store.Incident
+	w := &watcher{src: Sources{Servers: func() []fleet.Server { return servers }, Incidents: func() []store.Incident { return open }, Grace: 20 * time.Second}}
+	w.look(h, now)
+	lastSeen := now.Add(time.Second)
+	servers[0] = fleet.Server{Name: "web-1", LastSeen: lastSeen}
+	var got []string
+	for i := range 15 {
+		now = now.Add(2 * time.Second)
+		if i == 2 { // the tracker opens the incident a few seconds later, starting when the server was last heard from
+			open = []store.Incident{{ID: 9, Target: "web-1", Kind: "server", Reason: "agent offline", StartedAt: lastSeen}}
+		}
+		w.look(h, now)
+		if e := emitted(h); len(e) > 0 {
+			got = append(got, fmt.Sprintf("%s: %v", now.Sub(lastSeen), e))
+		}
+	}
+	if want := []string{"21s: [incident.opened web-1 agent.offline web-1]"}; !slices.Equal(got, want) {
+		t.Fatalf("emitted %q; want %q", got, want)
+	}
+}
+
 func TestWatcherAttacks(t *testing.T) {
 	h := recordingHub(t)
 	now := t0
