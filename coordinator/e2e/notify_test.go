@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gridcity/gridcity/coordinator/internal/notify/notifytest"
+	"github.com/gridcity/gridcity/coordinator/internal/pgtest"
 )
 
 // The real coordinator and a real agent, with four notifiers whose
@@ -237,4 +238,56 @@ func mailEvents(t *testing.T, s *notifytest.SMTP, within time.Duration, want map
 		t.Fatalf("smtp got %v; want %v", n, want)
 	}
 	return out
+}
+
+// Two replicas on one PostgreSQL, both with the same notifier: a command
+// asked through A and approved in B's app (B holds the agent), then the
+// agent stopped past the grace and started again. The webhook receiver
+// gets each event once, not once per replica: the request's from the
+// replica that committed each change, the incident's from the leader.
+func TestNotificationsOnceAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	hook := notifytest.Webhook(t, []byte("ha-hook-key"), time.Minute)
+	dir := t.TempDir()
+	key := filepath.Join(dir, "hook.key")
+	cfg := filepath.Join(dir, "gridcity.yaml")
+	if err := os.WriteFile(key, []byte("ha-hook-key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("notify:\n  - {name: hook, kind: webhook, url: %q, secretFile: %q, groupWait: 1s}\n", hook.URL, key)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url := pgtest.Database(t)
+	a, b := startReplica(t, url, "--config", cfg), startReplica(t, url, "--config", cfg)
+	state := t.TempDir()
+	agent := startAgent(t, b, "ha-notify-1", state, b.joinLine("--store", url))
+	b.waitStatus(b.token(), "ha-notify-1", "online", 30*time.Second)
+	a.waitStatus(a.token(), "ha-notify-1", "online", 15*time.Second)
+	cs, err := a.mcpClient(a.token(), "e2e-claude")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	app := b.approver(t, "dana")[0]
+	got := runAsync(cs, map[string]any{"server": "ha-notify-1", "command": "echo across", "reason": "e2e ha notify", "timeout_seconds": 30})
+	card := app.card("echo across")
+	if code, body := app.post("/api/requests/"+card.ID+"/approve", map[string]string{}); code != 200 {
+		t.Fatalf("approve on B: %d %s", code, body)
+	}
+	if r := (<-got).must(t); r.Status != "completed" {
+		t.Fatalf("result %+v", r)
+	}
+	agent.stop()
+	events(t, "webhook", hook, 90*time.Second, map[string]int{"request.waiting": 1, "request.decided": 1, "request.finished": 1, "incident.opened": 1})
+	startAgent(t, b, "ha-notify-1", state, "")
+	a.waitStatus(a.token(), "ha-notify-1", "online", 60*time.Second)
+	want := map[string]int{"request.waiting": 1, "request.decided": 1, "request.finished": 1, "incident.opened": 1, "incident.ended": 1}
+	events(t, "webhook", hook, 60*time.Second, want)
+	time.Sleep(5 * time.Second) // a replica's re-read (2 s) and the leader's look (2 s) have come and gone
+	bodies := events(t, "webhook", hook, 0, want)
+	for _, body := range bodies {
+		if strings.Contains(body, `"event":"request.waiting"`) && !strings.Contains(body, card.ID) {
+			t.Errorf("request.waiting for another request: %s", body)
+		}
+	}
 }
