@@ -70,6 +70,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	configPath := fs.String("config", "", "YAML file: districts, resources, links, probe defaults, runbooks")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text (key=value) or json, one event per line")
+	appURLFlag := fs.String("app-url", "", "the app's address as people open it (behind a proxy, say), for the links in notifications (default: from --http)")
 	bodyTimeout := fs.Duration("body-timeout", frontdoor.DefaultBodyTimeout, "longest a client may take to send a request's body after its headers (which have "+frontdoor.HeaderTimeout.String()+"); answers, such as run_command's wait and the app's event stream, are not bounded by it")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -223,16 +224,27 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		scheme = "https"
 	}
 	appURL := scheme + "://" + info.HTTP + "/"
-	cmds := command.New(command.Config{Metrics: metrics}, st, fl, api, logger)
+	prober := resources.New(cfg, logger)
+	topo := topology.New(cfg, fl, prober)
+	if *appURLFlag == "" {
+		*appURLFlag = appURL
+	}
+	hub, err := newNotifyHub(cfg, *appURLFlag, topo, metrics, logger)
+	if err != nil {
+		return err
+	}
+	cmdCfg := command.Config{Metrics: metrics}
+	if len(cfg.Notify) > 0 {
+		cmdCfg.Notice = hub.Request
+	}
+	cmds := command.New(cmdCfg, st, fl, api, logger)
 	api.SetCommands(cmds)
 	if shared {
 		cmds.Share(command.Shared{Replica: heart.ID(), Key: handoff, LiveFor: heart.LiveFor()})
 	}
 
 	mux := http.NewServeMux()
-	prober := resources.New(cfg, logger)
 	prober.SetMetrics(metrics)
-	topo := topology.New(cfg, fl, prober)
 	// Resources are probed from the agents of the servers that use them.
 	prober.SetAgents(api, topo.Vantages)
 	api.SetProbes(prober)
@@ -310,6 +322,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	wg.Go(func() { tracker.Run(ctx, 5*time.Second, leads) })
 	wg.Go(func() { heart.Run(ctx) })
+	wg.Go(func() { hub.Run(ctx) })
+	wg.Go(func() { hub.Watch(ctx, notifySources(cfg, tracker, fl, topo, leads)) })
 	wg.Go(func() {
 		if err := gs.Serve(gl); err != nil {
 			errs <- fmt.Errorf("gRPC server: %w", err)

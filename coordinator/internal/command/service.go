@@ -57,6 +57,11 @@ type Config struct {
 	Reread time.Duration
 	// Metrics counts the requests by status and times decisions (optional).
 	Metrics *telemetry.Metrics
+	// Notice, when set, hears of every change this service commits (not
+	// those read back from other replicas, which tell their own), to tell
+	// people (notify.Hub.Request). It is called with the service's lock
+	// held, on the approval's path: it must return at once.
+	Notice func(EventKind, Request)
 }
 
 // Store is the part of the coordinator's store that keeps requests and
@@ -696,8 +701,17 @@ func (s *Service) Subscribe() (<-chan Event, func()) {
 	}
 }
 
-// publish tells subscribers and wakes waiters. Called with s.mu held.
+// publish tells subscribers, wakes waiters and gives Notice a change this
+// service committed. Called with s.mu held.
 func (s *Service) publish(kind EventKind, r Request) {
+	if s.cfg.Notice != nil {
+		s.cfg.Notice(kind, r)
+	}
+	s.relay(kind, r)
+}
+
+// relay tells subscribers and wakes waiters. Called with s.mu held.
+func (s *Service) relay(kind EventKind, r Request) {
 	if s.seen != nil {
 		s.seen[r.ID] = seenState{status: r.Status, at: s.cfg.Now()}
 	}

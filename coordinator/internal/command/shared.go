@@ -57,7 +57,7 @@ func (s *Service) publishNewer(r Request) {
 	if seen, ok := s.seen[r.ID]; ok && r.Status.rank() <= seen.status.rank() {
 		return
 	}
-	s.publish(r.Status.kind(), r)
+	s.relay(r.Status.kind(), r) // committed elsewhere: not this replica's to tell
 }
 
 // resync publishes every request under way that moved on since this

@@ -43,6 +43,9 @@ type Config struct {
 	Runbooks []Runbook
 	// Metrics says how long the metric history is kept.
 	Metrics MetricsRetention
+	// Notify are the notifiers that tell people about approval cards,
+	// incidents, attacks and servers gone offline.
+	Notify []Notifier
 
 	file  string         // the name given to Parse, for messages
 	lines map[string]int // field path (resources[2].target) → line, for messages
@@ -134,6 +137,16 @@ func Default() *Config {
 		Timeout:                DefaultTimeout,
 		FailuresBeforeTroubled: DefaultFailuresBeforeTroubled,
 	}}
+}
+
+// Notifier returns the notifier named name.
+func (c *Config) Notifier(name string) (Notifier, bool) {
+	for _, n := range c.Notify {
+		if n.Name == name {
+			return n, true
+		}
+	}
+	return Notifier{}, false
 }
 
 // File is the name of the file the config was read from: empty for Default,

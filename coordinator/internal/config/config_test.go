@@ -44,7 +44,7 @@ func TestProblems(t *testing.T) {
 			`c.yaml:7: a resource: unknown key "color" (known keys: id, name, kind, engine, target, probeFrom, interval, timeout)`,
 		}},
 		{"unknown top-level key", "resource: []\n", nil, []string{
-			`c.yaml:1: config: unknown key "resource"; did you mean "resources"? (known keys: districts, resources, links, probes, runbooks, collect, metrics)`,
+			`c.yaml:1: config: unknown key "resource"; did you mean "resources"? (known keys: districts, resources, links, probes, runbooks, collect, metrics, notify)`,
 		}},
 		{"links", res + "links:\n  - {from: web-1, to: orders-dbb}\n  - {from: web-3, to: orders-db}\n  - {from: web-1, to: web-1}\n  - {from: web-1}\n  - {from: web-2,\n     to: orders-db}\n", servers, []string{
 			`c.yaml:7: link from "web-1" to "orders-dbb": unknown target "orders-dbb" (did you mean "orders-db"?); ` + known,
@@ -219,7 +219,7 @@ func TestProblems(t *testing.T) {
 			`c.yaml:1: resources: want a list of resources ({id, kind, engine, target}), got a mapping`,
 			`c.yaml:2: links: want a list of links ({from: USER, to: USED}), got "nope"`,
 			`c.yaml:3: probes: want a mapping (key: value lines), got a list`,
-			`c.yaml:4: config: unknown key "extra" (known keys: districts, resources, links, probes, runbooks, collect, metrics)`,
+			`c.yaml:4: config: unknown key "extra" (known keys: districts, resources, links, probes, runbooks, collect, metrics, notify)`,
 		}},
 		{"not a mapping", "- a\n", nil, []string{
 			`c.yaml:1: config: want a mapping (key: value lines), got a list`,
@@ -237,7 +237,7 @@ func TestProblems(t *testing.T) {
 			`c.yaml:9: a second YAML document (after ---); the config is one document`,
 		}},
 		{"merge keys", "base: &b {kind: probe}\n", nil, []string{
-			`c.yaml:1: config: unknown key "base" (known keys: districts, resources, links, probes, runbooks, collect, metrics)`,
+			`c.yaml:1: config: unknown key "base" (known keys: districts, resources, links, probes, runbooks, collect, metrics, notify)`,
 		}},
 		{"merge key (its line keeps only the problem of shape)", "resources:\n  - {id: a, kind: probe, engine: dns, target: a.com}\n  - {<<: {kind: probe}, id: b, engine: dns, target: a.com}\n", nil, []string{
 			`c.yaml:3: a resource: merge keys (<<) are not supported; write the keys out`,
@@ -410,6 +410,7 @@ func FuzzParse(f *testing.F) {
 	f.Add("districts:\n  - &d {id: d, members: [a, b]}\n  - *d\n")
 	f.Add("links: [{from: a, to: b}]\nprobes: {interval: 1s, timeout: 2s}\nrunbooks: [{name: x, match: {id: a}}]\n")
 	f.Add("a: [\n")
+	f.Add("notify:\n  - {name: a, kind: email, smtp: \"h:25\", from: a@b, to: [c@d], username: u, passwordEnv: P, events: [agent.offline]}\n")
 	f.Fuzz(func(t *testing.T, src string) {
 		c, err := Parse(strings.NewReader(src), "f.yaml")
 		if (c == nil) == (err == nil) {

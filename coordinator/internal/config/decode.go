@@ -231,7 +231,7 @@ func (d *decoder) boolean(n *yaml.Node, path, what string, dst *bool) {
 }
 
 var (
-	rootKeys     = []string{"districts", "resources", "links", "probes", "runbooks", "collect", "metrics"}
+	rootKeys     = []string{"districts", "resources", "links", "probes", "runbooks", "collect", "metrics", "notify"}
 	metricsKeys  = []string{"raw", "rollup"}
 	collectKeys  = []string{"fast", "medium", "slow", "updates"}
 	districtKeys = []string{"id", "name", "members"}
@@ -273,6 +273,12 @@ func (d *decoder) root(n *yaml.Node, c *Config) {
 			d.mapping(v, "metrics", metricsKeys, func(key string, v *yaml.Node) {
 				dst := map[string]*time.Duration{"raw": &c.Metrics.Raw, "rollup": &c.Metrics.Rollup}[key]
 				d.duration(v, "metrics."+key, "metrics."+key, dst)
+			})
+		case "notify":
+			d.sequence(v, "notify", "notifiers ({name, kind, …})", func(i int, item *yaml.Node) {
+				if x, ok := d.notifier(item, i); ok {
+					c.Notify = append(c.Notify, x)
+				}
 			})
 		case "runbooks":
 			d.sequence(v, "runbooks", "runbooks ({name, command, match})", func(i int, item *yaml.Node) {

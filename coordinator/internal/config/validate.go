@@ -63,6 +63,7 @@ func (c *Config) validate(servers []string) *Error {
 	v.links()
 	v.districts()
 	v.runbooks()
+	v.notifiers()
 	if len(v.probs) == 0 {
 		return nil
 	}

@@ -44,6 +44,9 @@ type Metrics struct {
 	probeChecks     *prometheus.CounterVec
 	storeSeconds    *prometheus.HistogramVec
 	storeErrors     *prometheus.CounterVec
+	notifySent      *prometheus.CounterVec
+	notifyDropped   *prometheus.CounterVec
+	notifyQuieted   *prometheus.CounterVec
 
 	// names are the series names registered here, for Names.
 	names []string
@@ -79,6 +82,9 @@ func New(version string) *Metrics {
 	m.probeChecks = counter("probe_checks_total", "Checks of the configured resources, by resource, result (ok, failed) and vantage (coordinator, agent).", "resource", "result", "vantage")
 	m.storeSeconds = histogram("store_operation_duration_seconds", "Time of store operations, by operation.", storeBuckets, "operation")
 	m.storeErrors = counter("store_operation_errors_total", "Store operations that returned an error, by operation (a row not found counts too).", "operation")
+	m.notifySent = counter("notifications_sent_total", "Notifications delivered, by notifier and event (a grouped message counts once).", "notifier", "event")
+	m.notifyDropped = counter("notifications_dropped_total", "Notifications given up, by notifier and reason (expired: not delivered within the notifier's dropAfter; refused: the receiver refused it; queue_full: the oldest waiting was dropped for a new one).", "notifier", "reason")
+	m.notifyQuieted = counter("notifications_suppressed_total", "Events not sent on purpose, by notifier and reason (min_interval: the same target was told of lately; incident: an incident message already named the server).", "notifier", "reason")
 	info := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info", Help: "Always 1; the coordinator's version is a label.", ConstLabels: prometheus.Labels{"version": version}})
 	info.Set(1)
 	m.names = append(m.names, namespace+"_build_info")
@@ -232,5 +238,26 @@ func (m *Metrics) StoreOperation(op string, took time.Duration, err error) {
 		if err != nil {
 			m.storeErrors.WithLabelValues(op).Inc()
 		}
+	}
+}
+
+// NotificationSent counts a message a notifier delivered.
+func (m *Metrics) NotificationSent(notifier, event string) {
+	if m != nil {
+		m.notifySent.WithLabelValues(notifier, event).Inc()
+	}
+}
+
+// NotificationDropped counts a message a notifier gave up on.
+func (m *Metrics) NotificationDropped(notifier, reason string) {
+	if m != nil {
+		m.notifyDropped.WithLabelValues(notifier, reason).Inc()
+	}
+}
+
+// NotificationSuppressed counts an event a notifier kept quiet about.
+func (m *Metrics) NotificationSuppressed(notifier, reason string) {
+	if m != nil {
+		m.notifyQuieted.WithLabelValues(notifier, reason).Inc()
 	}
 }

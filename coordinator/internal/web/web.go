@@ -157,6 +157,16 @@ func New(cfg Config, svc Service, st Store, logger *slog.Logger) http.Handler {
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.ServeFileFS(w, r, static, "index.html")
 	})
+	// The installable app: its manifest, and the service worker that keeps
+	// its shell, at the root so that its scope is the whole app.
+	mux.HandleFunc("GET /manifest.webmanifest", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/manifest+json")
+		http.ServeFileFS(w, r, static, "manifest.webmanifest")
+	})
+	mux.HandleFunc("GET /sw.js", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+		http.ServeFileFS(w, r, static, "sw.js")
+	})
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "" || strings.HasSuffix(r.URL.Path, "/") {
 			http.NotFound(w, r) // no directory listings
@@ -231,7 +241,7 @@ func securityHeaders(next http.Handler) http.Handler {
 		// The API's answers are about live requests: never from a cache.
 		// The page's files may be revalidated, so a new binary shows at once.
 		h.Set("Cache-Control", "no-store")
-		if r.URL.Path == "/" || strings.HasPrefix(r.URL.Path, "/static/") {
+		if r.URL.Path == "/" || r.URL.Path == "/sw.js" || r.URL.Path == "/manifest.webmanifest" || strings.HasPrefix(r.URL.Path, "/static/") {
 			h.Set("Cache-Control", "no-cache")
 		}
 		next.ServeHTTP(w, r)

@@ -15,6 +15,8 @@
     retryTimer: 0,
     historyTimer: 0,
     contextTimer: 0,
+    listed: false, // the first list of pending requests has arrived
+    focus: '', // the request a link (#requests/ID) asks to show
   };
 
   // ---- the session key ----
@@ -153,6 +155,14 @@
   function route() {
     if (!state.me) return;
     pages.leave();
+    // A notification's link: the card of one request.
+    const card = location.hash.match(/^#requests\/([^/?]+)$/);
+    if (card) {
+      showOnly('pending-view');
+      state.focus = decodeURIComponent(card[1]);
+      focusCard(state.listed);
+      return;
+    }
     if (location.hash === '#history') {
       showOnly('history-view');
       loadHistory();
@@ -162,6 +172,28 @@
     const view = pages.route(location.hash);
     showOnly(view || 'pending-view');
     if (view) window.scrollTo(0, 0);
+  }
+
+  // focusCard brings the card a link named into view. Once the pending list
+  // is in (last) and the card is not on it, the request was decided
+  // already: its outcome is in the history.
+  function focusCard(last) {
+    const id = state.focus;
+    if (!id) return;
+    const c = state.cards.get(id);
+    if (c) {
+      state.focus = '';
+      c.el.classList.add('focused');
+      c.el.scrollIntoView({ block: 'center' });
+      c.el.tabIndex = -1; // for a keyboard or a screen reader, the card is where the page starts
+      c.el.focus({ preventScroll: true });
+      return;
+    }
+    if (last) {
+      state.focus = '';
+      flash('That request is no longer waiting; its outcome is in the history.');
+      location.hash = '#history';
+    }
   }
 
   function notice(text) {
@@ -230,6 +262,8 @@
       const ids = new Set(snap.requests.map((r) => r.id));
       for (const id of state.cards.keys()) if (!ids.has(id)) removeCard(id);
       for (const r of snap.requests) addCard(r);
+      state.listed = true;
+      focusCard(true);
     },
     created(r) { addCard(r); },
     // What the map draws may have changed: the open page and the cards'
@@ -448,6 +482,7 @@
     $('#cards').insertBefore(el, after ? after.el : null);
     tick();
     counts();
+    if (r.id === state.focus) focusCard(false);
   }
 
   function removeCard(id) {
@@ -598,6 +633,13 @@
   // ---- start ----
 
   window.addEventListener('hashchange', route);
+
+  // The installable app: the service worker keeps the shell (never the
+  // API's answers); a browser without one, or that refuses it, simply
+  // runs the page as before.
+  if ('serviceWorker' in navigator) {
+    navigator.serviceWorker.register('/sw.js').catch(() => { /* the app works without it */ });
+  }
 
   // After a reload the key is still in sessionStorage; in a new tab another
   // open tab may hand it over; otherwise the person logs in.
