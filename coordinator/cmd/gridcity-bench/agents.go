@@ -62,6 +62,8 @@ type agentsRun struct {
 
 	ListServers    toolLatency `json:"listServers"`
 	IncidentReport toolLatency `json:"incidentReport"`
+	// Tools are the other read tools' latencies (readTools), by name.
+	Tools map[string]toolLatency `json:"tools,omitempty"`
 	// What the tools answered: servers online and known, targets healthy
 	// and in all, and the links and districts of get_topology.
 	Online    int `json:"online"`
@@ -382,6 +384,21 @@ func runAgents(ctx context.Context, c agentsConfig) (agentsRun, error) {
 		}
 		res.IncidentReport.Ms, res.IncidentReport.Bytes = append(res.IncidentReport.Ms, ms(d)), n
 	}
+	for _, tool := range readTools {
+		for range c.Calls {
+			var out any
+			d, n, err := callTool(ctx, cs, meter, tool.name, tool.args, &out)
+			if err != nil {
+				return res, err
+			}
+			if res.Tools == nil {
+				res.Tools = map[string]toolLatency{}
+			}
+			t := res.Tools[tool.label]
+			t.Ms, t.Bytes = append(t.Ms, ms(d)), n
+			res.Tools[tool.label] = t
+		}
+	}
 	res.CallsMachineNote = machineNote()
 	if err := allServersOnline(ctx, cs, meter, res.Agents); err != nil {
 		return res, err
@@ -393,6 +410,22 @@ func runAgents(ctx context.Context, c agentsConfig) (agentsRun, error) {
 		medianF(res.ListServers.Ms), percentile(res.ListServers.Ms, 95), res.ListServers.Bytes/1024,
 		medianF(res.IncidentReport.Ms), percentile(res.IncidentReport.Ms, 95), res.Links, res.Districts)
 	return res, nil
+}
+
+// readTools are the read tools timed after list_servers and
+// incident_report, each called as an AI would first. diagnose is not
+// among them: it asks agents to connect and waits for them (the simulated
+// agents answer nothing), which is not a read of what the coordinator holds.
+var readTools = []struct {
+	label, name string
+	args        map[string]any
+}{
+	{"list_servers (one server)", "list_servers", map[string]any{"name": simfleet.Name(0)}},
+	{"get_metrics", "get_metrics", map[string]any{"target": simfleet.Name(0)}},
+	{"get_topology", "get_topology", map[string]any{}},
+	{"security_findings", "security_findings", map[string]any{}},
+	{"list_resources", "list_resources", map[string]any{}},
+	{"list_runbooks", "list_runbooks", map[string]any{}},
 }
 
 // mcpToken is what `gridcity mcp --json` prints: the endpoint and the

@@ -35,16 +35,33 @@ func agentsRows(r agentsRun) []Row {
 		label := pctLabel(p)
 		v := pct(t.Ms, p)
 		var what string
+		order := "one after another, after the calls of list_servers and incident_report"
+		if tool == "list_servers" || tool == "incident_report" {
+			order = "alternating with the other tool"
+		}
 		if tool == "list_servers" {
 			what = fmt.Sprintf("Called without arguments, as an AI starts: the answer is the fleet at a glance (counts of all %s by status and district, "+
 				"then compact rows, those needing attention first, within 16,000 characters). ", fmtCount(r.Agents))
 		}
 		notes := fmt.Sprintf("%s%s of %d calls at the MCP client (go-sdk, one session, Streamable HTTP), from the request to the decoded result, "+
-			"made after the window, alternating with the other tool; range %.1f–%.1f ms; each response %s. The machine after the calls: %s. %s",
-			what, label, len(t.Ms), minF(t.Ms), maxF(t.Ms), fmtBytes(t.Bytes), orUnknown(r.CallsMachineNote), noPeer)
-		return Row{Name: fmt.Sprintf("%s, %s, %s", tool, size, label), Unit: "ms", Value: round3(v), Notes: notes}
+			"made after the window, %s; range %.1f–%.1f ms; each response %s. The machine after the calls: %s. %s",
+			what, label, len(t.Ms), order, minF(t.Ms), maxF(t.Ms), fmtBytes(t.Bytes), orUnknown(r.CallsMachineNote), noPeer)
+		row := Row{Name: fmt.Sprintf("%s, %s, %s", tool, size, label), Unit: "ms", Value: round3(v), Notes: notes}
+		if r.Agents >= aimFleet {
+			limit := aimToolMedianMs
+			if p == 95 {
+				limit = aimToolP95Ms
+			}
+			row = withBefore(row, before[row.Name])
+			row = within(row, limit, "ms")
+		}
+		return row
 	}
 	rows := []Row{
+		{Name: "coordinator CPU per agent message, " + size, Unit: "µs", Value: round3(perMsg), Notes: fmt.Sprintf(
+			"The coordinator's CPU time in the %d s window less its CPU with no agents, divided by the %d heartbeats and %d CPU/memory changes the agents sent (%.0f messages/s); "+
+				"it includes answering each heartbeat, the writes to the store and the minute's metric history. %s",
+			r.Seconds, r.Heartbeats, r.Changes, msgs/secs, noPeer)},
 		{Name: "coordinator RSS per agent, " + size, Unit: "KiB", Value: round3(perAgent), Notes: fmt.Sprintf(
 			"(median VmRSS over the %d s window with %s connected, %.1f MiB, − median VmRSS of the same process before any agent enrolled, %.1f MiB over %d s) ÷ %d; "+
 				"largest sample %.1f MiB. Of it, anonymous memory (RssAnon: heap, stacks) %.1f KiB per agent. The coordinator then held %d open files and %d threads. "+
@@ -65,7 +82,57 @@ func agentsRows(r agentsRun) []Row {
 				"a new P-256 key and CSR, Enroll over TLS pinned to that CA); %d refusals of a busy coordinator were retried. %s",
 			r.Agents, r.EnrollSeconds, r.EnrollParallel, r.EnrollRetries, noPeer)},
 	}
+	for _, t := range readTools {
+		if l, ok := r.Tools[t.label]; ok && len(l.Ms) > 0 {
+			rows = append(rows, lat(t.label, l, 50), lat(t.label, l, 95))
+		}
+	}
+	if r.Agents >= aimFleet {
+		rows[0] = within(withBefore(rows[0], before[rows[0].Name]), aimCPUPerMessageUs, "µs")
+		rows[1] = within(withBefore(rows[1], before[rows[1].Name]), aimKiBPerAgent, "KiB")
+	}
 	return rows
+}
+
+// The aims of issue 19 for a fleet of aimFleet agents or more.
+const (
+	aimFleet           = 10000
+	aimKiBPerAgent     = 64
+	aimCPUPerMessageUs = 40
+	aimToolMedianMs    = 20.0
+	aimToolP95Ms       = 100.0
+)
+
+// before are the figures of make bench at e02c0f7 (bench/report.md of that
+// commit), before the work on the coordinator's weight: recorded, not
+// measured again.
+var before = map[string]float64{
+	"coordinator CPU per agent message, 10,000 agents": 165,
+	"coordinator RSS per agent, 10,000 agents":         149,
+	"list_servers, 10,000 agents, median":              339,
+	"list_servers, 10,000 agents, p95":                 1440,
+	"incident_report, 10,000 agents, median":           9.46,
+	"incident_report, 10,000 agents, p95":              178,
+}
+
+// withBefore puts the recorded figure from before the work as r's peer.
+func withBefore(r Row, v float64) Row {
+	if v <= 0 {
+		return r
+	}
+	r.Peer, r.PeerValue, r.Ratio = "before issue 19 (e02c0f7, recorded)", ptr(v), ptr(round3(r.Value/v))
+	return r
+}
+
+// within sets an aim on r that its value be at most limit.
+func within(r Row, limit float64, unit string) Row {
+	verdict := "met"
+	if r.Value > limit {
+		verdict = "missed"
+	}
+	r.aim = fmt.Sprintf("aim %s (≤ %s %s)", verdict, fmtNum(limit), unit)
+	r.Notes = r.aim + ". " + r.Notes
+	return r
 }
 
 // agentsMethod says how the simulated fleets were run.

@@ -108,8 +108,13 @@ func TestAgentsSimulation(t *testing.T) {
 	}
 
 	rows := agentsRows(res)
-	if len(rows) != 7 {
-		t.Fatalf("%d rows; want 7", len(rows))
+	if want := 8 + 2*len(readTools); len(rows) != want {
+		t.Fatalf("%d rows; want %d", len(rows), want)
+	}
+	for _, tool := range readTools {
+		if l := res.Tools[tool.label]; len(l.Ms) != 3 || l.Bytes == 0 {
+			t.Errorf("%s: %d calls, %d bytes; want 3 calls", tool.label, len(l.Ms), l.Bytes)
+		}
 	}
 	for _, r := range rows {
 		if math.IsNaN(r.Value) || math.IsInf(r.Value, 0) || r.Peer != "" || r.Ratio != nil || !strings.Contains(r.Name, "20 agents") || !strings.Contains(r.Notes, "No peer") {
@@ -118,6 +123,24 @@ func TestAgentsSimulation(t *testing.T) {
 	}
 	if m := agentsMethod([]agentsRun{res}); !strings.Contains(m, "20 agents") {
 		t.Errorf("method: %s", m)
+	}
+	// At the size of issue 19's aims the rows say whether each aim was met
+	// and what the figure was before.
+	big := res
+	big.Agents = aimFleet
+	aims := 0
+	for _, r := range agentsRows(big) {
+		if r.aim == "" {
+			continue
+		}
+		aims++
+		_, recorded := before[r.Name]
+		if !strings.HasPrefix(r.Notes, r.aim) || recorded != (r.PeerValue != nil) || recorded != strings.Contains(r.Peer, "before issue 19") {
+			t.Errorf("row %+v: want its aim first in the notes, and the figure from before where one was recorded", r)
+		}
+	}
+	if want := 6 + 2*len(readTools); aims != want {
+		t.Errorf("%d rows with an aim at %d agents; want %d (CPU per message, RSS per agent, every read tool at median and p95)", aims, aimFleet, want)
 	}
 }
 
