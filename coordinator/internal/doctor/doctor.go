@@ -258,6 +258,28 @@ type session struct {
 
 	mu       sync.Mutex
 	attempts []Attempt
+
+	// byAddress maps each address a server has to the servers that have
+	// it, in the order of Facts.Servers: made at the first look, once per
+	// diagnosis rather than once for every resource located.
+	byAddress     map[string][]string
+	byAddressOnce sync.Once
+}
+
+// owners maps each address to the servers that have it (byAddress).
+func (s *session) owners() map[string][]string {
+	s.byAddressOnce.Do(func() {
+		s.byAddress = map[string][]string{}
+		for _, srv := range s.f.Servers {
+			for _, a := range srv.State.GetHost().GetAddresses() {
+				// An address listed twice by one server names it once.
+				if own := s.byAddress[a]; len(own) == 0 || own[len(own)-1] != srv.Name {
+					s.byAddress[a] = append(own, srv.Name)
+				}
+			}
+		}
+	})
+	return s.byAddress
 }
 
 func newSession(d *Doctor, f Facts) *session {

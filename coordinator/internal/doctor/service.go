@@ -72,12 +72,7 @@ func (s *session) locate(ctx context.Context, res config.Resource, resolve bool)
 			svc.server, svc.how = srv, fmt.Sprintf("%s listens on %s", srv, net.JoinHostPort(addr, svc.port))
 			break
 		}
-		var owners []string
-		for _, srv := range s.f.Servers {
-			if slices.Contains(srv.State.GetHost().GetAddresses(), addr) {
-				owners = append(owners, srv.Name)
-			}
-		}
+		owners := s.owners()[addr]
 		if len(owners) == 1 {
 			svc.server, svc.how = owners[0], fmt.Sprintf("%s has the address %s", owners[0], addr)
 			break

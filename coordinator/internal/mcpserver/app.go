@@ -275,7 +275,7 @@ type AppCommand struct {
 // Server answers GET /api/servers/{name}.
 func (a *App) Server(ctx context.Context, name string) (AppServer, error) {
 	now := time.Now()
-	all, _ := listFleet(ctx, a.d)
+	all, _, _ := listFleet(ctx, a.d)
 	i := exactName(all, name)
 	if i < 0 {
 		return AppServer{}, fmt.Errorf("%w: no server is named %q", ErrNotFound, name)

@@ -196,7 +196,7 @@ func candidates(d Deps) []CandidateView {
 		}
 	}
 	out := []CandidateView{}
-	for _, srv := range d.Fleet.Servers() {
+	for _, srv := range d.Fleet.View().Servers() {
 		seen := map[uint32]bool{}
 		for _, l := range srv.State.GetListeners().GetItems() {
 			engine, ok := wellKnown[l.GetPort()]

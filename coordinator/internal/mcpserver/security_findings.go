@@ -10,7 +10,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/resources"
 	"github.com/gridcity/gridcity/coordinator/internal/security"
 )
 
@@ -109,20 +111,19 @@ func securityFindings(ctx context.Context, d Deps, in SecurityInput) (SecurityOu
 	o := security.DefaultOptions()
 	o.Runbooks = d.Topology.Config().Runbooks
 	now := time.Now()
-	servers, res := d.Fleet.Servers(), d.Resources.States()
+	res := d.Resources.States()
+	var rep security.Report
 	if in.Server != "" {
-		i := slices.IndexFunc(servers, func(s fleet.Server) bool { return s.Name == in.Server })
-		if i < 0 {
-			names := make([]string, 0, len(servers))
-			for _, s := range servers {
-				names = append(names, s.Name)
-			}
-			return SecurityOutput{}, fmt.Errorf("unknown server %q; known servers: %s", in.Server, closeMatches(in.Server, names))
+		srv, ok := d.Fleet.Server(in.Server)
+		if !ok {
+			return SecurityOutput{}, fmt.Errorf("unknown server %q; known servers: %s", in.Server, closeMatches(in.Server, d.Fleet.Names()))
 		}
 		// One server's findings, in full; a resource's certificate is no server's.
-		servers, res, o.Full = servers[i:i+1], nil, true
+		o.Full = true
+		rep = security.Judge([]fleet.Server{srv}, nil, now, o)
+	} else {
+		rep = judgeFleet(d, res, now, o)
 	}
-	rep := security.Judge(servers, res, now, o)
 	out := SecurityOutput{Attacks: []AttackView{}, Sources: []SourceView{}, Exposures: []ExposureView{}, Gaps: []SecurityGapView{}, GeneratedAt: rfc3339(now)}
 	if in.Source != "" {
 		rep.Attacks = slices.DeleteFunc(rep.Attacks, func(a security.Attack) bool { return a.Source != in.Source })
@@ -167,6 +168,26 @@ func securityFindings(ctx context.Context, d Deps, in SecurityInput) (SecurityOu
 		return SecurityGapView{Server: g.Server, Check: g.Check, Reason: g.Reason}
 	}, left)
 	return out, nil
+}
+
+// securityMemo keys the fleet's kept security findings of each server
+// (see perServer) by the runbooks they were judged with.
+type securityMemo struct{ runbooks *[]config.Runbook }
+
+// judgeFleet is security.Judge of every server of the fleet and of res at
+// now, judging again only the servers whose state changed since the last
+// call or whose findings have changed with the time.
+func judgeFleet(d Deps, res []resources.State, now time.Time, o security.Options) security.Report {
+	v := d.Fleet.View()
+	memo := memoOf[security.Findings](d.Fleet, securityMemo{&d.Topology.Config().Runbooks})
+	judged := memo.all(v, now, func(srv *fleet.Server, now time.Time) (security.Findings, time.Time) {
+		return security.JudgeServer(*srv, now, o)
+	})
+	found := make([]security.Findings, len(judged))
+	for i, j := range judged {
+		found[i] = j.val
+	}
+	return security.Collect(found, res, now, o)
 }
 
 // attackKey names an attack for after: its server, source and kind.

@@ -57,15 +57,21 @@ type reason struct {
 	text string
 }
 
-// rowOf is l's row, with every reason it needs attention.
-func rowOf(d Deps, l listed, now time.Time) ServerRow {
+// rowOf is l's row, with every reason it needs attention; state is what
+// stateReasons says of its server at now, when the caller has it (nil:
+// judged here).
+func rowOf(l listed, now time.Time, state []reason) ServerRow {
 	r := ServerRow{Name: l.name, Status: l.status, District: cmp.Or(l.district, l.configDistrict), l: l}
 	var rs []reason
 	if !l.connected {
 		rs = append(rs, reason{"never connected", 100, "enrolled, never connected"})
 	} else {
-		srv, _ := d.Fleet.Server(l.name)
-		rs = reasonsOf(srv, l.status, now)
+		srv := *l.srv
+		if state == nil {
+			state, _ = stateReasons(srv, now)
+		}
+		// A new slice: state may be kept for other calls.
+		rs = append(statusReasons(srv, l.status, now), state...)
 		// The figures of a server that is not online are its last
 		// report's: stale, so left out of its row (its view has them).
 		if c := srv.State.GetCpu(); c != nil && l.status == fleet.StatusOnline {
@@ -89,19 +95,45 @@ func rowOf(d Deps, l listed, now time.Time) ServerRow {
 	return r
 }
 
+// stateMemo keys the fleet's kept stateReasons of each server (see perServer).
+type stateMemo struct{}
+
+// stateReasonsOf is stateReasons of every server of v at now, in v's
+// order, judged again only for the servers that changed since the last
+// call or whose open attacks have ended since.
+func stateReasonsOf(d Deps, v *fleet.View, now time.Time) []*judged[[]reason] {
+	return memoOf[[]reason](d.Fleet, stateMemo{}).all(v, now, func(srv *fleet.Server, now time.Time) ([]reason, time.Time) {
+		return stateReasons(*srv, now)
+	})
+}
+
 // reasonsOf is why srv needs attention: its status, and what its last
 // report shows.
 func reasonsOf(srv fleet.Server, status string, now time.Time) []reason {
-	var rs []reason
-	st := srv.State
+	state, _ := stateReasons(srv, now)
+	return append(statusReasons(srv, status, now), state...)
+}
+
+// statusReasons is why srv needs attention for its status.
+func statusReasons(srv fleet.Server, status string, now time.Time) []reason {
 	switch status {
 	case fleet.StatusOffline:
-		rs = append(rs, reason{"offline", 100, "offline for " + age(now.Sub(srv.LastSeen))})
+		return []reason{{"offline", 100, "offline for " + age(now.Sub(srv.LastSeen))}}
 	case fleet.StatusReconnecting:
-		rs = append(rs, reason{"reconnecting", 30, "reconnecting after the coordinator's restart"})
+		return []reason{{"reconnecting", 30, "reconnecting after the coordinator's restart"}}
 	case statusRevoked:
-		rs = append(rs, reason{"revoked", 20, "agent certificate revoked"})
+		return []reason{{"revoked", 20, "agent certificate revoked"}}
 	}
+	return nil
+}
+
+// stateReasons is why srv needs attention for what its last report shows,
+// at now, and the last time the same reasons hold for while that report
+// stays as it is (its open attacks end).
+func stateReasons(srv fleet.Server, now time.Time) ([]reason, time.Time) {
+	var rs []reason
+	st := srv.State
+	until := forever
 	if srv.Refused != "" {
 		rs = append(rs, reason{"state refused", 50, "latest state refused"})
 	}
@@ -109,12 +141,12 @@ func reasonsOf(srv fleet.Server, status string, now time.Time) []reason {
 		if srv.Online {
 			rs = append(rs, reason{"no state", 40, "no state yet"})
 		}
-		return rs
+		return rs, until
 	}
 	if bad := notANumber(st); bad != "" {
 		// Its view leaves its facts out and says why (unencodableServer).
 		rs = append(rs, reason{"state refused", 50, "state not a number: " + bad})
-		return rs
+		return rs, until
 	}
 	if units := st.GetFailedUnits().GetItems(); len(units) > 0 {
 		names := make([]string, 0, 2)
@@ -154,7 +186,9 @@ func reasonsOf(srv fleet.Server, status string, now time.Time) []reason {
 	if st.GetLogins() != nil {
 		// Only the open attacks: the exposures judged from the rest of the
 		// state cost more than the row.
-		for _, a := range security.OpenAttacks(srv.Name, st, now, security.DefaultOptions()) {
+		o := security.DefaultOptions()
+		until = security.OpenAttacksUntil(st, now, o)
+		for _, a := range security.OpenAttacks(srv.Name, st, now, o) {
 			switch {
 			case a.Kind == security.KindLoginAfterFails:
 				rs = append(rs, reason{"attack", 90, fmt.Sprintf("login as %s from %s after %d failures", a.LastSuccessUser, a.Source, a.Count)})
@@ -170,7 +204,7 @@ func reasonsOf(srv fleet.Server, status string, now time.Time) []reason {
 		}
 		rs = append(rs, reason{"security updates", minorSev, text})
 	}
-	return rs
+	return rs, until
 }
 
 // notANumber names the first figure a row or a reason reads that is NaN or
@@ -296,7 +330,9 @@ func glance(out *ListServersOutput, rows []ServerRow) {
 	if len(out.Rows) == len(troubled) {
 		all := 0
 		for _, r := range others {
-			all += jsonLen(r) + 1
+			if all += jsonLen(r) + 1; size+all > budget {
+				break // they do not all fit: no need to size the rest
+			}
 		}
 		if size+all <= budget {
 			out.Rows = append(out.Rows, others...)
@@ -358,7 +394,7 @@ func page(d Deps, out *ListServersOutput, in ListServersInput, matched []listed,
 				v = fitView(fullView(d, l, now, false), pageBudget-budgetSlack)
 				n = jsonLen(v) + 1
 			} else {
-				r = rowOf(d, l, now)
+				r = rowOf(l, now, nil)
 				n = jsonLen(r) + 1
 			}
 			// One server in full is answered whatever its size.
