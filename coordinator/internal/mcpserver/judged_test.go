@@ -1,0 +1,174 @@
+package mcpserver
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
+
+	"github.com/gridcity/gridcity/coordinator/internal/bench/simfleet"
+	"github.com/gridcity/gridcity/coordinator/internal/config"
+	"github.com/gridcity/gridcity/coordinator/internal/resources"
+	"github.com/gridcity/gridcity/coordinator/internal/security"
+	"github.com/gridcity/gridcity/coordinator/internal/topology"
+)
+
+// writtenFleet is n servers of simfleet's state with its trouble (open
+// and ended attacks, failed units), one in a hundred offline.
+func writtenFleet(t *testing.T, n int) (Deps, map[string]uint64) {
+	t.Helper()
+	d := fleetOf(t, n, func(r *rand.Rand, i int, now time.Time) *gridcityv1.StateUpdate {
+		st := simfleet.State(i, n, r, now)
+		simfleet.AddTrouble(st, i, now)
+		return st
+	})
+	cfg := config.Default()
+	d.Resources = resources.New(cfg, d.Logger)
+	d.Topology = topology.New(cfg, d.Fleet, d.Resources)
+	streams := map[string]uint64{}
+	for i := range n {
+		// Connect again for the stream ids: the same state follows.
+		name := simfleet.Name(i)
+		if s, ok := d.Fleet.Server(name); ok && s.Online {
+			streams[name] = d.Fleet.Connect(simfleet.Hello(i, "0.9.0"))
+			d.Fleet.Apply(name, streams[name], s.State)
+		}
+	}
+	return d, streams
+}
+
+// TestKeptJudgementsAreJudgingAnew: what list_servers and
+// security_findings keep of each server is, after writes of every kind
+// and as time passes over attacks opening and ending, what judging every
+// server anew gives.
+func TestKeptJudgementsAreJudgingAnew(t *testing.T) {
+	d, streams := writtenFleet(t, 300)
+	o := security.DefaultOptions()
+	r := rand.New(rand.NewPCG(1, 2))
+	start := time.Now()
+	for step, at := range []time.Duration{0, 0, time.Second, 14 * time.Minute, 16 * time.Minute, 16*time.Minute + 30*time.Second, 2 * time.Hour, 2 * time.Hour} {
+		now := start.Add(at)
+		// Writes since the last look: changes, a reconnect, a refusal, a disconnect.
+		for k := range 20 {
+			i := 2 * r.IntN(150)
+			name := simfleet.Name(i)
+			id, ok := streams[name]
+			if !ok {
+				continue
+			}
+			switch k % 5 {
+			case 0:
+				d.Fleet.Disconnect(name, id)
+				delete(streams, name)
+			case 1:
+				d.Fleet.Refuse(name, fmt.Sprintf("step %d", step))
+			default:
+				d.Fleet.Apply(name, id, &gridcityv1.StateUpdate{CollectedUnixMs: now.UnixMilli(), Memory: &gridcityv1.Memory{UsedPercent: 50 + 49*r.Float64()}})
+			}
+		}
+		v := d.Fleet.View()
+		kept := stateReasonsOf(d, v, now)
+		for i, s := range v.Servers() {
+			want, _ := stateReasons(*s, now)
+			if !reflect.DeepEqual(kept[i].val, want) {
+				t.Fatalf("at +%s %s: kept reasons %v; judged anew %v", at, s.Name, kept[i].val, want)
+			}
+		}
+		got := judgeFleet(d, nil, now, o)
+		want := security.Judge(d.Fleet.Servers(), nil, now, o)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("at +%s: kept security findings differ from judging anew (%d/%d attacks, %d/%d exposures, %d/%d gaps)",
+				at, len(got.Attacks), len(want.Attacks), len(got.Exposures), len(want.Exposures), len(got.Gaps), len(want.Gaps))
+		}
+	}
+}
+
+// TestListServersSeesWritesAtOnce: a change an agent sends is in the next
+// answer, the fleet at a glance and the server's own.
+func TestListServersSeesWritesAtOnce(t *testing.T) {
+	d, streams := writtenFleet(t, 300)
+	cs := memSession(t, d)
+	call := func(args map[string]any) ListServersOutput {
+		t.Helper()
+		var out ListServersOutput
+		withinBudgetOf(t, cs, args, &out)
+		return out
+	}
+	call(nil) // judged once, kept
+	name := simfleet.Name(2)
+	d.Fleet.Apply(name, streams[name], &gridcityv1.StateUpdate{CollectedUnixMs: time.Now().UnixMilli(), Memory: &gridcityv1.Memory{UsedPercent: 97}})
+	glance := call(map[string]any{"attention": true})
+	found := false
+	for _, r := range glance.Rows {
+		if r.Name == name {
+			found = fmt.Sprint(r.Why) != "" && r.Mem != nil && *r.Mem == 97
+		}
+	}
+	if !found {
+		t.Fatalf("after memory at 97%%, %s's row is not among those needing attention with mem 97: %+v", name, glance.Rows)
+	}
+	one := call(map[string]any{"name": name})
+	if len(one.Servers) != 1 || one.Servers[0].Memory == nil || one.Servers[0].Memory.UsedPercent != 97 {
+		t.Fatalf("%s in full: %+v; want memory at 97%%", name, one.Servers)
+	}
+	d.Fleet.Disconnect(name, streams[name])
+	if got := call(map[string]any{"name": name}); got.Servers[0].Status != "offline" {
+		t.Fatalf("after its disconnect %s is %s; want offline", name, got.Servers[0].Status)
+	}
+	if got := call(map[string]any{"status": "offline", "district": simfleet.District(2)}); len(got.Rows) == 0 || got.Rows[0].Name != name {
+		t.Fatalf("offline servers of %s: %+v; want %s", simfleet.District(2), got.Rows, name)
+	}
+}
+
+func withinBudgetOf(t *testing.T, cs *mcp.ClientSession, args map[string]any, out any) {
+	t.Helper()
+	withinBudget(t, cs, "list_servers", args, out)
+}
+
+// TestReadToolsUnderWrites: the tools that keep judgements answer while
+// agents write, without a race (run with -race).
+func TestReadToolsUnderWrites(t *testing.T) {
+	d, streams := writtenFleet(t, 200)
+	cs := memSession(t, d)
+	done := make(chan struct{})
+	var writer, readers sync.WaitGroup
+	writer.Go(func() {
+		r := rand.New(rand.NewPCG(3, 4))
+		names := make([]string, 0, len(streams))
+		for n := range streams {
+			names = append(names, n)
+		}
+		for k := 0; ; k++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			name := names[k%len(names)]
+			d.Fleet.Apply(name, streams[name], cpuMemoryChange(r))
+		}
+	})
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{{"list_servers", nil}, {"list_servers", map[string]any{"attention": true}}, {"security_findings", nil}, {"list_resources", nil}} {
+		readers.Go(func() {
+			for range 5 {
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: c.tool, Arguments: c.args})
+				if err != nil || res.IsError {
+					t.Errorf("%s %v: %v %+v", c.tool, c.args, err, res)
+				}
+			}
+		})
+	}
+	readers.Wait()
+	close(done)
+	writer.Wait()
+}
