@@ -119,7 +119,7 @@ func (a *App) Fleet(ctx context.Context, after string) (AppFleet, error) {
 	if err != nil {
 		return AppFleet{}, fmt.Errorf("the topology cannot be built: %v", err)
 	}
-	rep := g.IncidentsWith(graph.IncidentOptions{MaxAtRisk: appMaxListed})
+	rep := incidentsOf(a.d, g, graph.IncidentOptions{MaxAtRisk: appMaxListed})
 	out := AppFleet{GeneratedAt: rfc3339(now), ByStatus: map[string]int{}, Districts: []AppDistrict{}, Targets: []AppTarget{},
 		Links: []LinkView{}, Incidents: []AppIncident{}, Healthy: rep.Healthy, Attention: map[string]int{}}
 	explainedBy := map[string]string{}
@@ -288,7 +288,7 @@ func (a *App) Server(ctx context.Context, name string) (AppServer, error) {
 		if _, ok := g.Target(name); ok {
 			out.Uses, out.UsedBy, out.BlastRadiusCount = orEmpty(g.Uses(name)), orEmpty(g.UsedBy(name)), len(g.BlastRadius(name))
 		}
-		rep := g.IncidentsWith(graph.IncidentOptions{MaxAtRisk: appMaxListed})
+		rep := incidentsOf(a.d, g, graph.IncidentOptions{MaxAtRisk: appMaxListed})
 		for _, t := range rep.Troubled {
 			if t.ID == name && t.RootCause != name {
 				out.ExplainedBy = t.RootCause

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/graph"
+	"github.com/gridcity/gridcity/coordinator/internal/topology"
 )
 
 // A judgement of one server's state (why its row needs attention, its
@@ -18,60 +20,63 @@ import (
 // forever is the end of a judgement that does not depend on the time.
 var forever = time.Unix(1<<62, 0)
 
-// judged is one server's judgement, which holds for every time from at to
-// until, both included.
+// judged is one server's judgement, made of the copy of, which holds for
+// every time from at to until, both included.
 type judged[T any] struct {
 	val       T
+	of        *fleet.Server
 	at, until time.Time
 }
 
-func (j *judged[T]) holds(now time.Time) bool {
-	return j != nil && !now.Before(j.at) && !now.After(j.until)
+func (j *judged[T]) holds(of *fleet.Server, now time.Time) bool {
+	return j != nil && j.of == of && !now.Before(j.at) && !now.After(j.until)
 }
 
 // perServer keeps one judgement for each server of a fleet's latest view,
 // in the view's order.
 type perServer[T any] struct {
 	mu   sync.Mutex
-	view *fleet.View
 	memo []*judged[T]
+	// equal, when set, tells two judgements apart, and version counts the
+	// calls of all after which some judgement is not what it was: a
+	// caller may keep what it made of all the judgements while the
+	// version stays.
+	equal   func(a, b T) bool
+	version uint64
 }
 
 // memoOf is the perServer kept in the fleet under key.
-func memoOf[T any](f *fleet.Fleet, key any) *perServer[T] {
-	return f.Memo(key, func() any { return &perServer[T]{} }).(*perServer[T])
+func memoOf[T any](f *fleet.Fleet, key any, equal func(a, b T) bool) *perServer[T] {
+	return f.Memo(key, func() any { return &perServer[T]{equal: equal} }).(*perServer[T])
 }
 
-// all returns the judgement of each server of v at now, in v's order:
-// judge(server, now) returns the judgement and the last time it holds for
-// (forever when it does not depend on the time). The caller must not
-// change what it returns.
-func (p *perServer[T]) all(v *fleet.View, now time.Time, judge func(*fleet.Server, time.Time) (T, time.Time)) []*judged[T] {
+// all returns the judgement of each server of v at now, in v's order, and
+// the version (see perServer): judge(server, now) returns the judgement
+// and the last time it holds for (forever when it does not depend on the
+// time). The caller must not change what it returns.
+func (p *perServer[T]) all(v *fleet.View, now time.Time, judge func(*fleet.Server, time.Time) (T, time.Time)) ([]*judged[T], uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	servers := v.Servers()
-	if p.view != v {
-		memo := make([]*judged[T], len(servers))
-		// The same servers in the same order: keep the judgements of those
-		// whose copy is the one they were made of.
-		if p.view != nil && len(p.view.Servers()) == len(servers) {
-			for i, s := range servers {
-				if p.view.Servers()[i] == s {
-					memo[i] = p.memo[i]
-				}
-			}
-		}
-		p.view, p.memo = v, memo
+	if len(p.memo) != len(servers) {
+		// Other servers: none of the judgements is of the same one.
+		p.memo = make([]*judged[T], len(servers))
+		p.version++
 	}
+	changed := false
 	out := make([]*judged[T], len(servers))
 	for i, s := range servers {
-		if !p.memo[i].holds(now) {
+		if old := p.memo[i]; !old.holds(s, now) {
 			val, until := judge(s, now)
-			p.memo[i] = &judged[T]{val: val, at: now, until: until}
+			p.memo[i] = &judged[T]{val: val, of: s, at: now, until: until}
+			changed = changed || p.equal == nil || old == nil || old.of.Name != s.Name || !p.equal(old.val, val)
 		}
 		out[i] = p.memo[i]
 	}
-	return out
+	if changed {
+		p.version++
+	}
+	return out, p.version
 }
 
 // viewServers are the servers of v as Fleet.Servers returns them: copies
@@ -82,4 +87,61 @@ func viewServers(v *fleet.View) []fleet.Server {
 		out[i] = *s
 	}
 	return out
+}
+
+// listeningMemo keys the fleet's kept listening index (see listeningOf).
+type listeningMemo struct{}
+
+// listening is topology.ListeningIndex of a view's servers, at the view's
+// shape.
+type listening struct {
+	mu    sync.Mutex
+	shape uint64
+	idx   map[string]string
+}
+
+// listeningOf is topology.ListeningIndex of v's servers, made again only
+// when the fleet's shape has changed: what a server listens on and its
+// addresses are part of the shape. The index is shared: the caller must
+// not change it.
+func listeningOf(d Deps, v *fleet.View) map[string]string {
+	l := d.Fleet.Memo(listeningMemo{}, func() any { return &listening{} }).(*listening)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.idx == nil || l.shape != v.Shape() {
+		l.idx, l.shape = topology.ListeningIndex(viewServers(v)), v.Shape()
+	}
+	return l.idx
+}
+
+// incidentsMemo keys the kept incident reports of the latest graph (see
+// incidentsOf).
+type incidentsMemo struct{}
+
+// incidentReports are the reports made of one graph, by options.
+type incidentReports struct {
+	mu   sync.Mutex
+	g    *graph.Graph
+	reps map[graph.IncidentOptions]graph.Report
+}
+
+// incidentsOf is g.IncidentsWith(o), made once per graph: a graph never
+// changes, and a new one is built when what it is built from does. The
+// report is shared: the caller must not change it.
+func incidentsOf(d Deps, g *graph.Graph, o graph.IncidentOptions) graph.Report {
+	if d.Fleet == nil {
+		return g.IncidentsWith(o)
+	}
+	in := d.Fleet.Memo(incidentsMemo{}, func() any { return &incidentReports{} }).(*incidentReports)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.g != g {
+		in.g, in.reps = g, map[graph.IncidentOptions]graph.Report{}
+	}
+	rep, ok := in.reps[o]
+	if !ok {
+		rep = g.IncidentsWith(o)
+		in.reps[o] = rep
+	}
+	return rep
 }

@@ -259,6 +259,9 @@ func listServers(ctx context.Context, d Deps, in ListServersInput, now time.Time
 	}
 	name := strings.ToLower(in.Name)
 	var matched []listed
+	if status == "" && name == "" && inDistrict == nil {
+		matched = make([]listed, 0, len(all)) // every server
+	}
 	for _, l := range all {
 		if (status == "" || l.status == status) && (name == "" || strings.Contains(strings.ToLower(l.name), name)) && (inDistrict == nil || inDistrict(l)) {
 			matched = append(matched, l)

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -126,7 +128,14 @@ func securityFindings(ctx context.Context, d Deps, in SecurityInput) (SecurityOu
 	}
 	out := SecurityOutput{Attacks: []AttackView{}, Sources: []SourceView{}, Exposures: []ExposureView{}, Gaps: []SecurityGapView{}, GeneratedAt: rfc3339(now)}
 	if in.Source != "" {
-		rep.Attacks = slices.DeleteFunc(rep.Attacks, func(a security.Attack) bool { return a.Source != in.Source })
+		// A new list: the report may be shared with other calls.
+		var from []security.Attack
+		for _, a := range rep.Attacks {
+			if a.Source == in.Source {
+				from = append(from, a)
+			}
+		}
+		rep.Attacks = from
 		if len(rep.Attacks) == 0 {
 			return SecurityOutput{}, fmt.Errorf("no attack comes from %q now; call security_findings without source to see the sources", in.Source)
 		}
@@ -171,23 +180,47 @@ func securityFindings(ctx context.Context, d Deps, in SecurityInput) (SecurityOu
 }
 
 // securityMemo keys the fleet's kept security findings of each server
-// (see perServer) by the runbooks they were judged with.
-type securityMemo struct{ runbooks *[]config.Runbook }
+// (see perServer) by the runbooks they were judged with, and
+// securityReport what was collected of them.
+type (
+	securityMemo   struct{ runbooks *[]config.Runbook }
+	securityReport struct{ runbooks *[]config.Runbook }
+)
+
+// collectedFindings is the report collected of the servers' findings at
+// one version of them (see perServer), before the resources' certificates.
+type collectedFindings struct {
+	mu      sync.Mutex
+	version uint64
+	rep     *security.Report
+}
 
 // judgeFleet is security.Judge of every server of the fleet and of res at
-// now, judging again only the servers whose state changed since the last
-// call or whose findings have changed with the time.
+// now. It judges again only the servers whose state changed since the last
+// call or whose findings have changed with the time, and collects and
+// ranks the fleet's findings again only when one of those is not what it
+// was. The report is shared: the caller must not change it.
 func judgeFleet(d Deps, res []resources.State, now time.Time, o security.Options) security.Report {
 	v := d.Fleet.View()
-	memo := memoOf[security.Findings](d.Fleet, securityMemo{&d.Topology.Config().Runbooks})
-	judged := memo.all(v, now, func(srv *fleet.Server, now time.Time) (security.Findings, time.Time) {
+	memo := memoOf(d.Fleet, securityMemo{&d.Topology.Config().Runbooks}, func(a, b security.Findings) bool { return reflect.DeepEqual(a, b) })
+	judged, version := memo.all(v, now, func(srv *fleet.Server, now time.Time) (security.Findings, time.Time) {
 		return security.JudgeServer(*srv, now, o)
 	})
 	found := make([]security.Findings, len(judged))
 	for i, j := range judged {
 		found[i] = j.val
 	}
-	return security.Collect(found, res, now, o)
+	if security.CertificatesExpiring(res, now, o) {
+		return security.Collect(found, res, now, o) // rare: not kept
+	}
+	c := d.Fleet.Memo(securityReport{&d.Topology.Config().Runbooks}, func() any { return &collectedFindings{} }).(*collectedFindings)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rep == nil || c.version != version {
+		rep := security.Collect(found, nil, now, o)
+		c.rep, c.version = &rep, version
+	}
+	return *c.rep
 }
 
 // attackKey names an attack for after: its server, source and kind.

@@ -102,9 +102,10 @@ type stateMemo struct{}
 // order, judged again only for the servers that changed since the last
 // call or whose open attacks have ended since.
 func stateReasonsOf(d Deps, v *fleet.View, now time.Time) []*judged[[]reason] {
-	return memoOf[[]reason](d.Fleet, stateMemo{}).all(v, now, func(srv *fleet.Server, now time.Time) ([]reason, time.Time) {
+	judged, _ := memoOf[[]reason](d.Fleet, stateMemo{}, nil).all(v, now, func(srv *fleet.Server, now time.Time) ([]reason, time.Time) {
 		return stateReasons(*srv, now)
 	})
+	return judged
 }
 
 // reasonsOf is why srv needs attention: its status, and what its last
@@ -304,15 +305,17 @@ func glance(out *ListServersOutput, rows []ServerRow) {
 	// The servers with something serious get rows, most serious first;
 	// the others (nothing, or security updates only) follow as rows when
 	// all of them fit, else by name, so that more servers are named.
-	var troubled, others []ServerRow
-	for _, r := range rows {
-		if r.sev > minorSev {
+	// Pointers: a row is some hundred bytes, and the whole fleet's are
+	// sorted and split here at every call.
+	var troubled, others []*ServerRow
+	for i := range rows {
+		if r := &rows[i]; r.sev > minorSev {
 			troubled = append(troubled, r)
 		} else {
 			others = append(others, r)
 		}
 	}
-	slices.SortStableFunc(troubled, func(a, b ServerRow) int {
+	slices.SortStableFunc(troubled, func(a, b *ServerRow) int {
 		return cmp.Or(cmp.Compare(b.sev, a.sev), cmp.Compare(len(b.Why), len(a.Why)), cmp.Compare(a.Name, b.Name))
 	})
 	budget := glanceBudget - budgetSlack
@@ -324,7 +327,7 @@ func glance(out *ListServersOutput, rows []ServerRow) {
 			break
 		}
 		size += n
-		out.Rows = append(out.Rows, r)
+		out.Rows = append(out.Rows, *r)
 		named[r.Name] = true
 	}
 	if len(out.Rows) == len(troubled) {
@@ -335,8 +338,8 @@ func glance(out *ListServersOutput, rows []ServerRow) {
 			}
 		}
 		if size+all <= budget {
-			out.Rows = append(out.Rows, others...)
 			for _, r := range others {
+				out.Rows = append(out.Rows, *r)
 				named[r.Name] = true
 			}
 		} else {

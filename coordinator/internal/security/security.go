@@ -169,6 +169,16 @@ func JudgeServer(srv fleet.Server, now time.Time, o Options) (Findings, time.Tim
 	return f, until
 }
 
+// CertificatesExpiring says whether a resource's certificate is a finding
+// at now: without one, Collect's report is the servers' findings alone.
+func CertificatesExpiring(res []resources.State, now time.Time, o Options) bool {
+	return slices.ContainsFunc(res, func(r resources.State) bool { return expiring(r, now, o) })
+}
+
+func expiring(r resources.State, now time.Time, o Options) bool {
+	return !r.TLSNotAfter.IsZero() && r.TLSNotAfter.Sub(now) <= o.TLSWarn
+}
+
 // farFuture is the end of findings that do not change with the time.
 var farFuture = time.Unix(1<<62, 0)
 
@@ -189,7 +199,7 @@ func Collect(found []Findings, res []resources.State, now time.Time, o Options) 
 		rep.Gaps = append(rep.Gaps, f.Gaps...)
 	}
 	for _, r := range res {
-		if r.TLSNotAfter.IsZero() || r.TLSNotAfter.Sub(now) > o.TLSWarn {
+		if !expiring(r, now, o) {
 			continue
 		}
 		left := r.TLSNotAfter.Sub(now)

@@ -54,6 +54,25 @@ type built struct {
 	hosts map[string]string
 }
 
+// viewer is a Servers that keeps its servers' copies between calls
+// (fleet.View): a graph built after one server changed copies that server
+// alone, not the ten thousand others.
+type viewer interface{ View() *fleet.View }
+
+// servers are the fleet's servers, from its view when it has one.
+func (s *Source) fleetServers() []fleet.Server {
+	v, ok := s.servers.(viewer)
+	if !ok {
+		return s.servers.Servers()
+	}
+	view := v.View()
+	out := make([]fleet.Server, len(view.Servers()))
+	for i, srv := range view.Servers() {
+		out[i] = *srv
+	}
+	return out
+}
+
 // shapeVersioner is a Servers that tells when its topology changes.
 type shapeVersioner interface{ ShapeVersion() uint64 }
 
@@ -113,7 +132,7 @@ func (s *Source) current() (built, error) {
 }
 
 func (s *Source) build() (built, error) {
-	servers := s.servers.Servers()
+	servers := s.fleetServers()
 	var targets []graph.Target
 	known := map[string]bool{}
 	for _, srv := range servers {
@@ -310,7 +329,7 @@ func ListeningIndex(servers []fleet.Server) map[string]string {
 // or a discovered link); of those, only the ones online whose agents run
 // probes. A resource with none is left out: the coordinator probes it.
 func (s *Source) Vantages() map[string][]string {
-	servers := s.servers.Servers()
+	servers := s.fleetServers()
 	known := map[string]bool{}
 	able := map[string]bool{}
 	for _, srv := range servers {
