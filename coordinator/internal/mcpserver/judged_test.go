@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -171,4 +173,40 @@ func TestReadToolsUnderWrites(t *testing.T) {
 	readers.Wait()
 	close(done)
 	writer.Wait()
+}
+
+// TestListeningIndexFollowsTheShape: the kept listening index is the
+// fleet's as soon as a server listens somewhere else.
+func TestListeningIndexFollowsTheShape(t *testing.T) {
+	d, streams := writtenFleet(t, 200)
+	check := func(when string) {
+		t.Helper()
+		if got, want := listeningOf(d, d.Fleet.View()), topology.ListeningIndex(d.Fleet.Servers()); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: kept index of %d endpoints; the fleet's has %d", when, len(got), len(want))
+		}
+	}
+	check("at first")
+	name := simfleet.Name(4)
+	d.Fleet.Apply(name, streams[name], &gridcityv1.StateUpdate{CollectedUnixMs: time.Now().UnixMilli(),
+		Listeners: &gridcityv1.Listeners{Items: []*gridcityv1.Listener{{Proto: "tcp", Address: "0.0.0.0", Port: 6543, Process: "pgbouncer"}}}})
+	check("after a server's listeners changed")
+	if got := listeningOf(d, d.Fleet.View())[simfleet.Addr(4)+":6543"]; got != name {
+		t.Fatalf("%s:6543 is %q's; want %s", simfleet.Addr(4), got, name)
+	}
+}
+
+// TestTopologyAfterIsChecked: after names a link of the list, or the
+// answer says how to start again; a page after the last link is the rest.
+func TestTopologyAfterIsChecked(t *testing.T) {
+	cs := memSession(t, bigFleet(t))
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "get_topology", Arguments: map[string]any{"after": "nowhere -> nothing"}})
+	if err != nil || !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, `after "nowhere -> nothing" is not one of the links listed now`) {
+		t.Fatalf("get_topology after an unknown link: %v %+v; want the error naming it", err, res)
+	}
+	var first, next TopologyOutput
+	withinBudget(t, cs, "get_topology", nil, &first)
+	withinBudget(t, cs, "get_topology", map[string]any{"after": first.NextAfter}, &next)
+	if len(first.Links) == 0 || len(next.Links) == 0 || slices.Contains(first.Links, next.Links[0]) || next.LinksTotal != first.LinksTotal {
+		t.Fatalf("the page after %q starts at %+v (total %d, first page's %d)", first.NextAfter, next.Links[:min(1, len(next.Links))], next.LinksTotal, first.LinksTotal)
+	}
 }
