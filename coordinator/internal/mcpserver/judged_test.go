@@ -76,11 +76,11 @@ func TestKeptJudgementsAreJudgingAnew(t *testing.T) {
 			}
 		}
 		v := d.Fleet.View()
-		kept := stateReasonsOf(d, v, now)
+		kept := rowStatesOf(d, v, now)
 		for i, s := range v.Servers() {
-			want, _ := stateReasons(*s, now)
+			want, _ := rankState(*s, now)
 			if !reflect.DeepEqual(kept[i].val, want) {
-				t.Fatalf("at +%s %s: kept reasons %v; judged anew %v", at, s.Name, kept[i].val, want)
+				t.Fatalf("at +%s %s: kept reasons %+v; judged anew %+v", at, s.Name, kept[i].val, want)
 			}
 		}
 		got := judgeFleet(d, nil, now, o)
@@ -208,5 +208,49 @@ func TestTopologyAfterIsChecked(t *testing.T) {
 	withinBudget(t, cs, "get_topology", map[string]any{"after": first.NextAfter}, &next)
 	if len(first.Links) == 0 || len(next.Links) == 0 || slices.Contains(first.Links, next.Links[0]) || next.LinksTotal != first.LinksTotal {
 		t.Fatalf("the page after %q starts at %+v (total %d, first page's %d)", first.NextAfter, next.Links[:min(1, len(next.Links))], next.LinksTotal, first.LinksTotal)
+	}
+}
+
+// TestRowsRankAsBefore: a row made from the kept, ranked state and its
+// status is the row of ranking all its reasons together, as rows were
+// made before the state was kept: the status's reason among the state's
+// by severity, its kind where it first comes, for every status.
+func TestRowsRankAsBefore(t *testing.T) {
+	d, _ := writtenFleet(t, 300)
+	now := time.Now().Add(time.Minute)
+	all, _, err := listFleet(context.Background(), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, l := range all {
+		for _, status := range []string{l.status, "offline", "reconnecting", "revoked", "online"} {
+			if !l.connected {
+				continue
+			}
+			l.status = status
+			got := rowOf(l, now, nil)
+			// As before: every reason, status first, one stable sort.
+			rs := reasonsOf(*l.srv, status, now)
+			slices.SortStableFunc(rs, func(a, b reason) int { return b.sev - a.sev })
+			var why, kinds []string
+			sev := 0
+			for _, x := range rs {
+				why = append(why, x.text)
+				if !slices.Contains(kinds, x.kind) {
+					kinds = append(kinds, x.kind)
+				}
+				sev = max(sev, x.sev)
+			}
+			if !slices.Equal(got.Why, why) || !slices.Equal(got.kinds, kinds) || got.sev != sev {
+				t.Fatalf("%s as %s: why %q kinds %q sev %d; ranked together: %q %q %d", l.name, status, got.Why, got.kinds, got.sev, why, kinds, sev)
+			}
+			seen[status] += len(got.Why)
+		}
+	}
+	for _, status := range []string{"offline", "reconnecting", "revoked", "online"} {
+		if seen[status] == 0 {
+			t.Errorf("no reason at all was ranked for status %s: the fixture tests nothing there", status)
+		}
 	}
 }

@@ -267,15 +267,16 @@ func listServers(ctx context.Context, d Deps, in ListServersInput, now time.Time
 			matched = append(matched, l)
 		}
 	}
+	var states []*judged[rowState] // nil: a page judges only its own servers
 	if in == (ListServersInput{}) || in.Attention {
 		// Ranking and the attention filter read every matching server's
 		// state; a page of the others reads only its own servers'.
-		judged := stateReasonsOf(d, view, now)
+		states = rowStatesOf(d, view, now)
 		rows := make([]ServerRow, 0, len(matched))
 		for _, l := range matched {
-			var state []reason
+			var state *rowState
 			if l.connected {
-				state = judged[l.idx].val
+				state = &states[l.idx].val
 			}
 			if r := rowOf(l, now, state); !in.Attention || len(r.Why) > 0 {
 				rows = append(rows, r)
@@ -293,7 +294,7 @@ func listServers(ctx context.Context, d Deps, in ListServersInput, now time.Time
 		}
 	}
 	out.Matched = len(matched)
-	page(d, &out, in, matched, now)
+	page(d, &out, in, matched, now, states)
 	return out, nil
 }
 

@@ -58,55 +58,92 @@ type reason struct {
 }
 
 // rowOf is l's row, with every reason it needs attention; state is what
-// stateReasons says of its server at now, when the caller has it (nil:
-// judged here).
-func rowOf(l listed, now time.Time, state []reason) ServerRow {
+// rankState makes of its server at now, when the caller has it (nil: made
+// here).
+func rowOf(l listed, now time.Time, state *rowState) ServerRow {
 	r := ServerRow{Name: l.name, Status: l.status, District: cmp.Or(l.district, l.configDistrict), l: l}
-	var rs []reason
 	if !l.connected {
-		rs = append(rs, reason{"never connected", 100, "enrolled, never connected"})
-	} else {
-		srv := *l.srv
-		if state == nil {
-			state, _ = stateReasons(srv, now)
-		}
-		// A new slice: state may be kept for other calls.
-		rs = append(statusReasons(srv, l.status, now), state...)
-		// The figures of a server that is not online are its last
-		// report's: stale, so left out of its row (its view has them).
-		if c := srv.State.GetCpu(); c != nil && l.status == fleet.StatusOnline {
-			if c.BusyPercent != nil {
-				r.CPU = finite(round1(c.GetBusyPercent()))
-			}
-			r.Load = finite(math.Round(c.GetLoad1()*100) / 100)
-		}
-		if m := srv.State.GetMemory(); m != nil && l.status == fleet.StatusOnline {
-			r.Mem = finite(round1(m.GetUsedPercent()))
-		}
+		r.Why, r.kinds, r.sev = []string{"enrolled, never connected"}, []string{"never connected"}, 100
+		return r
 	}
-	slices.SortStableFunc(rs, func(a, b reason) int { return cmp.Compare(b.sev, a.sev) })
-	for _, x := range rs {
-		r.Why = append(r.Why, x.text)
-		if !slices.Contains(r.kinds, x.kind) {
-			r.kinds = append(r.kinds, x.kind)
+	if state == nil {
+		st, _ := rankState(*l.srv, now)
+		state = &st
+	}
+	// The figures of a server that is not online are its last report's:
+	// stale, so left out of its row (its view has them).
+	if l.status == fleet.StatusOnline {
+		r.CPU, r.Mem, r.Load = state.cpu, state.mem, state.load
+	}
+	r.Why, r.kinds, r.sev = state.why, state.kinds, state.sev
+	for _, st := range statusReasons(*l.srv, l.status, now) {
+		// Ranked as a stable sort of the status first, then the state's
+		// reasons, would rank it: after the more serious ones.
+		p := 0
+		for p < len(state.ranked) && state.ranked[p].sev > st.sev {
+			p++
 		}
-		r.sev = max(r.sev, x.sev)
+		r.Why = slices.Concat(state.why[:p], []string{st.text}, state.why[p:])
+		k := 0
+		for k < len(state.kinds) && state.first[k] < p {
+			k++
+		}
+		r.kinds = slices.Concat(state.kinds[:k], []string{st.kind}, state.kinds[k:])
+		r.sev = max(r.sev, st.sev)
 	}
 	return r
 }
 
-// stateMemo keys the fleet's kept stateReasons of each server (see perServer).
+// rowState is what a row takes from its server's state: the reasons its
+// report gives, ranked most serious first (a stable sort), their texts,
+// their kinds in the order they first come (first is where), the most
+// serious one's severity, and the figures an online server's row shows.
+// Kept for other calls, so never changed.
+type rowState struct {
+	ranked         []reason
+	why, kinds     []string
+	first          []int
+	sev            int
+	cpu, mem, load *float64
+}
+
+// rankState is srv's rowState at now, and the last time it holds for
+// (see stateReasons).
+func rankState(srv fleet.Server, now time.Time) (rowState, time.Time) {
+	rs, until := stateReasons(srv, now)
+	slices.SortStableFunc(rs, func(a, b reason) int { return cmp.Compare(b.sev, a.sev) })
+	st := rowState{ranked: rs}
+	for i, x := range rs {
+		st.why = append(st.why, x.text)
+		if !slices.Contains(st.kinds, x.kind) {
+			st.kinds, st.first = append(st.kinds, x.kind), append(st.first, i)
+		}
+		st.sev = max(st.sev, x.sev)
+	}
+	if c := srv.State.GetCpu(); c != nil {
+		if c.BusyPercent != nil {
+			st.cpu = finite(round1(c.GetBusyPercent()))
+		}
+		st.load = finite(math.Round(c.GetLoad1()*100) / 100)
+	}
+	if m := srv.State.GetMemory(); m != nil {
+		st.mem = finite(round1(m.GetUsedPercent()))
+	}
+	return st, until
+}
+
+// stateMemo keys the fleet's kept rowState of each server (see perServer).
 type stateMemo struct{}
 
-// stateReasonsOf is stateReasons of every server of v at now, in v's
-// order, judged again only for the servers that changed since the last
-// call or whose open attacks have ended since.
-func stateReasonsOf(d Deps, v *fleet.View, now time.Time) []*judged[[]reason] {
-	judged, _ := memoOf[[]reason](d.Fleet, stateMemo{}, nil).all(v, now, func(srv *fleet.Server, now time.Time) ([]reason, time.Time) {
-		return stateReasons(*srv, now)
-	})
+// rowStatesOf is rankState of every server of v at now, in v's order,
+// made again only for the servers that changed since the last call or
+// whose open attacks have ended since.
+func rowStatesOf(d Deps, v *fleet.View, now time.Time) []*judged[rowState] {
+	judged, _ := memoOf[rowState](d.Fleet, stateMemo{}, nil).all(v, now, judgeRow)
 	return judged
 }
+
+func judgeRow(srv *fleet.Server, now time.Time) (rowState, time.Time) { return rankState(*srv, now) }
 
 // reasonsOf is why srv needs attention: its status, and what its last
 // report shows.
@@ -372,7 +409,10 @@ func glance(out *ListServersOutput, rows []ServerRow) {
 // page fills out with the rows (with full, the whole views) of the
 // matching servers after in.After, sorted by name, up to in.Limit and
 // within pageBudget.
-func page(d Deps, out *ListServersOutput, in ListServersInput, matched []listed, now time.Time) {
+//
+// states, when not nil, are rowStatesOf the fleet's view at now, which the
+// rows are made from.
+func page(d Deps, out *ListServersOutput, in ListServersInput, matched []listed, now time.Time, states []*judged[rowState]) {
 	limit := in.Limit
 	if limit <= 0 || limit > maxServersLimit {
 		limit = maxServersLimit
@@ -397,7 +437,11 @@ func page(d Deps, out *ListServersOutput, in ListServersInput, matched []listed,
 				v = fitView(fullView(d, l, now, false), pageBudget-budgetSlack)
 				n = jsonLen(v) + 1
 			} else {
-				r = rowOf(l, now, nil)
+				var state *rowState
+				if states != nil && l.connected {
+					state = &states[l.idx].val
+				}
+				r = rowOf(l, now, state)
 				n = jsonLen(r) + 1
 			}
 			// One server in full is answered whatever its size.
