@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gridcity/gridcity/coordinator/internal/command"
@@ -181,6 +182,8 @@ func (a *App) Fleet(ctx context.Context, after string) (AppFleet, error) {
 	if from+len(page) < len(targets) && len(page) > 0 {
 		out.NextAfter = page[len(page)-1].ID
 	}
+	view := a.d.Fleet.View()
+	states := rowStatesOf(a.d, view, now)
 	onPage := map[string]bool{}
 	for _, t := range page {
 		onPage[t.ID] = true
@@ -190,7 +193,7 @@ func (a *App) Fleet(ctx context.Context, after string) (AppFleet, error) {
 			v.RootCause, v.ExplainedBy = true, ""
 		}
 		if t.Kind == "server" {
-			a.serverFigures(&v, now, out.Attention)
+			a.serverFigures(&v, now, out.Attention, view, states)
 		}
 		out.Targets = append(out.Targets, v)
 	}
@@ -210,21 +213,19 @@ func (a *App) Fleet(ctx context.Context, after string) (AppFleet, error) {
 }
 
 // serverFigures adds a server's reasons for attention and its busy
-// figures (only while online: an offline server's are stale).
-func (a *App) serverFigures(v *AppTarget, now time.Time, attention map[string]int) {
-	srv, ok := a.d.Fleet.Server(v.ID)
+// figures (only while online: an offline server's are stale), from its
+// copy in view and its kept rowState (rowStatesOf view).
+func (a *App) serverFigures(v *AppTarget, now time.Time, attention map[string]int, view *fleet.View, states []*judged[rowState]) {
+	i, ok := slices.BinarySearchFunc(view.Servers(), v.ID, func(s *fleet.Server, id string) int { return strings.Compare(s.Name, id) })
 	if !ok {
 		return
 	}
-	rs := reasonsOf(srv, v.Status, now)
-	slices.SortStableFunc(rs, func(x, y reason) int { return cmp.Compare(y.sev, x.sev) })
-	seen := map[string]bool{}
-	for _, r := range rs {
-		v.Why = append(v.Why, r.text)
-		if !seen[r.kind] {
-			seen[r.kind] = true
-			attention[r.kind]++
-		}
+	srv := *view.Servers()[i]
+	// Its row's reasons and kinds, ranked as list_servers ranks them.
+	r := rowOf(listed{name: srv.Name, status: v.Status, connected: true, srv: view.Servers()[i]}, now, &states[i].val)
+	v.Why = r.Why
+	for _, k := range r.kinds {
+		attention[k]++
 	}
 	if v.Status != fleet.StatusOnline {
 		return

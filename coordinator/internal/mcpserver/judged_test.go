@@ -254,3 +254,21 @@ func TestRowsRankAsBefore(t *testing.T) {
 		}
 	}
 }
+
+// TestCandidatesFollowTheShape: the kept candidates are the fleet's as
+// soon as a server listens on a database port.
+func TestCandidatesFollowTheShape(t *testing.T) {
+	d, streams := writtenFleet(t, 200)
+	before := candidates(d)
+	name := simfleet.Name(6)
+	d.Fleet.Apply(name, streams[name], &gridcityv1.StateUpdate{CollectedUnixMs: time.Now().UnixMilli(),
+		Listeners: &gridcityv1.Listeners{Items: []*gridcityv1.Listener{{Proto: "tcp", Address: "0.0.0.0", Port: 3306, Process: "mysqld"}}}})
+	after := candidates(d)
+	if want := candidatesOf(d, d.Fleet.View()); !reflect.DeepEqual(after, want) {
+		t.Fatalf("kept candidates %+v; made anew %+v", after, want)
+	}
+	if !slices.ContainsFunc(after, func(c CandidateView) bool { return c.Server == name && c.Engine == "mysql" }) ||
+		slices.ContainsFunc(before, func(c CandidateView) bool { return c.Server == name && c.Engine == "mysql" }) {
+		t.Fatalf("%s's MySQL is not a new candidate: before %d, after %d candidates", name, len(before), len(after))
+	}
+}
