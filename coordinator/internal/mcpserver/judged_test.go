@@ -83,8 +83,11 @@ func TestKeptJudgementsAreJudgingAnew(t *testing.T) {
 				t.Fatalf("at +%s %s: kept reasons %+v; judged anew %+v", at, s.Name, kept[i].val, want)
 			}
 		}
-		got := judgeFleet(d, nil, now, o)
+		got, ranked := judgeFleet(d, nil, now, o)
 		want := security.Judge(d.Fleet.Servers(), nil, now, o)
+		if !reflect.DeepEqual(ranked, sources(want.Attacks)) {
+			t.Fatalf("at +%s: kept sources differ from ranking them anew", at)
+		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("at +%s: kept security findings differ from judging anew (%d/%d attacks, %d/%d exposures, %d/%d gaps)",
 				at, len(got.Attacks), len(want.Attacks), len(got.Exposures), len(want.Exposures), len(got.Gaps), len(want.Gaps))

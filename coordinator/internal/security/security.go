@@ -192,10 +192,22 @@ func minTime(a, b time.Time) time.Time {
 // Collect is the report of the servers' findings, in any order, and of the
 // resources' certificates at now, ranked as Judge ranks them.
 func Collect(found []Findings, res []resources.State, now time.Time, o Options) Report {
-	rep := Report{Attacks: []Attack{}, Exposures: []Exposure{}, Gaps: []Gap{}}
+	// A fleet has tens of thousands of findings, each some hundred bytes:
+	// they are ranked by pointer and copied once, into lists of their size.
+	var attacks []*Attack
+	var exposures []*Exposure
+	gaps := 0
+	for i := range found {
+		for j := range found[i].Attacks {
+			attacks = append(attacks, &found[i].Attacks[j])
+		}
+		for j := range found[i].Exposures {
+			exposures = append(exposures, &found[i].Exposures[j])
+		}
+		gaps += len(found[i].Gaps)
+	}
+	rep := Report{Gaps: make([]Gap, 0, gaps)}
 	for _, f := range found {
-		rep.Attacks = append(rep.Attacks, f.Attacks...)
-		rep.Exposures = append(rep.Exposures, f.Exposures...)
 		rep.Gaps = append(rep.Gaps, f.Gaps...)
 	}
 	for _, r := range res {
@@ -213,7 +225,7 @@ func Collect(found []Findings, res []resources.State, now time.Time, o Options) 
 		e := Exposure{Kind: KindTLSExpiring, Resource: r.ID, Severity: sev, Detail: detail,
 			Advice: "renew the certificate (certbot renew, or your CA's process) and reload the server that presents it"}
 		e.Runbook, e.Advice = advise(o.Runbooks, KindTLSExpiring, "", nil, e.Advice)
-		rep.Exposures = append(rep.Exposures, e)
+		exposures = append(exposures, &e)
 	}
 	blockedLast := func(b bool) int {
 		if b {
@@ -221,7 +233,7 @@ func Collect(found []Findings, res []resources.State, now time.Time, o Options) 
 		}
 		return -1
 	}
-	slices.SortStableFunc(rep.Attacks, func(a, b Attack) int {
+	slices.SortStableFunc(attacks, func(a, b *Attack) int {
 		if a.State != b.State {
 			return cmp.Compare(b.State, a.State) // open before ended
 		}
@@ -244,11 +256,21 @@ func Collect(found []Findings, res []resources.State, now time.Time, o Options) 
 		}
 		return 0 // as a map without the key would have it
 	}
-	slices.SortStableFunc(rep.Exposures, func(a, b Exposure) int {
+	slices.SortStableFunc(exposures, func(a, b *Exposure) int {
 		return cmp.Or(cmp.Compare(sevRank(a.Severity), sevRank(b.Severity)), cmp.Compare(a.Server, b.Server), cmp.Compare(a.Resource, b.Resource),
 			cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Port, b.Port), cmp.Compare(a.Address, b.Address))
 	})
+	rep.Attacks, rep.Exposures = values(attacks), values(exposures)
 	return rep
+}
+
+// values are the values ps point to, in order; never nil.
+func values[T any](ps []*T) []T {
+	out := make([]T, len(ps))
+	for i, p := range ps {
+		out[i] = *p
+	}
+	return out
 }
 
 type block struct {
