@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gridcity/gridcity/coordinator/internal/command"
@@ -123,11 +125,8 @@ func (a *App) Fleet(ctx context.Context, after string) (AppFleet, error) {
 	rep := incidentsOf(a.d, g, graph.IncidentOptions{MaxAtRisk: appMaxListed})
 	out := AppFleet{GeneratedAt: rfc3339(now), ByStatus: map[string]int{}, Districts: []AppDistrict{}, Targets: []AppTarget{},
 		Links: []LinkView{}, Incidents: []AppIncident{}, Healthy: rep.Healthy, Attention: map[string]int{}}
-	explainedBy := map[string]string{}
-	for _, t := range rep.Troubled {
-		explainedBy[t.ID] = t.RootCause
-	}
-	atRisk := map[string]string{}
+	gv := appGraphOf(a.d, g, rep)
+	explainedBy, atRisk, member, targets := gv.explainedBy, gv.atRisk, gv.member, gv.targets
 	for _, rc := range rep.RootCauses {
 		since := rc.Since
 		if a.d.Incidents != nil {
@@ -138,38 +137,13 @@ func (a *App) Fleet(ctx context.Context, after string) (AppFleet, error) {
 		out.Incidents = append(out.Incidents, AppIncident{Target: rc.ID, Name: rc.Name, Kind: rc.Kind, Status: rc.Status, Reason: rc.Reason, Since: rfc3339(since),
 			Explains: orEmpty(rc.Explains[:min(len(rc.Explains), appMaxListed)]), ExplainsCount: len(rc.Explains),
 			AtRisk: orEmpty(rc.AtRisk[:min(len(rc.AtRisk), appMaxListed)]), AtRiskCount: rc.AtRiskCount})
-		for _, id := range rc.AtRisk {
-			if atRisk[id] == "" {
-				atRisk[id] = rc.ID
-			}
-		}
 	}
 	slices.SortStableFunc(out.Incidents, func(x, y AppIncident) int {
 		return cmp.Or(cmp.Compare(y.ExplainsCount, x.ExplainsCount), cmp.Compare(x.Target, y.Target))
 	})
-	member := map[string]string{}
-	for _, dd := range g.Districts() {
-		for _, m := range dd.Members {
-			if member[m] == "" {
-				member[m] = dd.ID
-			}
-		}
-	}
-	targets := g.Targets()
-	out.TargetsTotal = len(targets)
-	troubledIn := map[string]int{}
-	for _, t := range targets {
-		if t.Kind == "server" {
-			out.Total++
-			out.ByStatus[t.Status]++
-		}
-		if t.Troubled {
-			troubledIn[member[t.ID]]++
-		}
-	}
-	for _, dd := range g.Districts() {
-		out.Districts = append(out.Districts, AppDistrict{ID: dd.ID, Name: dd.Name, Members: len(dd.Members), Troubled: troubledIn[dd.ID]})
-	}
+	out.TargetsTotal, out.Total = len(targets), gv.servers
+	maps.Copy(out.ByStatus, gv.byStatus)
+	out.Districts = append(out.Districts, gv.districts...)
 	// Targets sort by id: a page starts after the id given, whether or not
 	// that target is still there.
 	from, _ := slices.BinarySearchFunc(targets, after, func(t graph.Target, id string) int {
@@ -184,7 +158,8 @@ func (a *App) Fleet(ctx context.Context, after string) (AppFleet, error) {
 	}
 	view := a.d.Fleet.View()
 	states := rowStatesOf(a.d, view, now)
-	onPage := map[string]bool{}
+	onPage := make(map[string]bool, len(page))
+	out.Targets = make([]AppTarget, 0, len(page))
 	for _, t := range page {
 		onPage[t.ID] = true
 		v := AppTarget{ID: t.ID, Name: t.Name, Kind: t.Kind, District: member[t.ID], Status: t.Status, Troubled: t.Troubled,
@@ -197,7 +172,7 @@ func (a *App) Fleet(ctx context.Context, after string) (AppFleet, error) {
 		}
 		out.Targets = append(out.Targets, v)
 	}
-	for _, l := range g.Links() {
+	for _, l := range gv.links {
 		if !onPage[l.From] && !onPage[l.To] {
 			continue
 		}
@@ -210,6 +185,77 @@ func (a *App) Fleet(ctx context.Context, after string) (AppFleet, error) {
 		out.Gaps = append(out.Gaps, GapView{Check: "store", Reason: fmt.Sprintf("unreachable since %s: the servers other coordinators hold are as of then", rfc3339(o.Since))})
 	}
 	return out, nil
+}
+
+// appGraphMemo keys the kept appGraph of the latest graph (see appGraphOf).
+type appGraphMemo struct{}
+
+// appGraph is what the app's fleet page takes from one graph and its
+// incident report alone: kept with the graph, which never changes. Shared:
+// never changed.
+type appGraph struct {
+	g *graph.Graph
+	// explainedBy is each troubled target's root cause, atRisk the first
+	// root cause each healthy target is at risk from, member each target's
+	// first district.
+	explainedBy, atRisk, member map[string]string
+	targets                     []graph.Target
+	links                       []graph.Link
+	servers                     int
+	byStatus                    map[string]int
+	districts                   []AppDistrict
+}
+
+// keptAppGraph holds the latest appGraph.
+type keptAppGraph struct {
+	mu   sync.Mutex
+	last *appGraph
+}
+
+// appGraphOf is the appGraph of g, whose incident report (at appMaxListed)
+// is rep, made once per graph.
+func appGraphOf(d Deps, g *graph.Graph, rep graph.Report) *appGraph {
+	k := d.Fleet.Memo(appGraphMemo{}, func() any { return &keptAppGraph{} }).(*keptAppGraph)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.last != nil && k.last.g == g {
+		return k.last
+	}
+	gv := &appGraph{g: g, explainedBy: map[string]string{}, atRisk: map[string]string{}, member: map[string]string{},
+		targets: g.Targets(), links: g.Links(), byStatus: map[string]int{}, districts: []AppDistrict{}}
+	for _, t := range rep.Troubled {
+		gv.explainedBy[t.ID] = t.RootCause
+	}
+	for _, rc := range rep.RootCauses {
+		for _, id := range rc.AtRisk {
+			if gv.atRisk[id] == "" {
+				gv.atRisk[id] = rc.ID
+			}
+		}
+	}
+	districts := g.Districts()
+	for _, dd := range districts {
+		for _, m := range dd.Members {
+			if gv.member[m] == "" {
+				gv.member[m] = dd.ID
+			}
+		}
+	}
+	troubledIn := map[string]int{}
+	for _, t := range gv.targets {
+		if t.Kind == "server" {
+			gv.servers++
+			gv.byStatus[t.Status]++
+		}
+		if t.Troubled {
+			troubledIn[gv.member[t.ID]]++
+		}
+	}
+	for _, dd := range districts {
+		gv.districts = append(gv.districts, AppDistrict{ID: dd.ID, Name: dd.Name, Members: len(dd.Members), Troubled: troubledIn[dd.ID]})
+	}
+	k.last = gv
+	return gv
 }
 
 // serverFigures adds a server's reasons for attention and its busy

@@ -275,3 +275,28 @@ func TestCandidatesFollowTheShape(t *testing.T) {
 		t.Fatalf("%s's MySQL is not a new candidate: before %d, after %d candidates", name, len(before), len(after))
 	}
 }
+
+// TestAppFleetSeesWritesAtOnce: the app's fleet page, whose graph-derived
+// parts are kept with the graph, shows a server going offline at once.
+func TestAppFleetSeesWritesAtOnce(t *testing.T) {
+	d, streams := writtenFleet(t, 200)
+	app := NewApp(d)
+	ctx := context.Background()
+	before, err := app.Fleet(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := simfleet.Name(8)
+	d.Fleet.Disconnect(name, streams[name])
+	after, err := app.Fleet(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.ByStatus["offline"] != before.ByStatus["offline"]+1 {
+		t.Fatalf("offline %d before the disconnect, %d after; want one more", before.ByStatus["offline"], after.ByStatus["offline"])
+	}
+	i := slices.IndexFunc(after.Targets, func(v AppTarget) bool { return v.ID == name })
+	if i < 0 || after.Targets[i].Status != "offline" || !slices.ContainsFunc(after.Targets[i].Why, func(w string) bool { return strings.HasPrefix(w, "offline for") }) {
+		t.Fatalf("%s after its disconnect: %+v", name, after.Targets[max(i, 0)])
+	}
+}
