@@ -75,15 +75,17 @@ func (f *Fleet) View() *View {
 	prev, from := f.views.last, f.views.from
 	// Servers are never removed from the model nor replaced in it, so the
 	// same count means the same servers, in the order of the last view.
-	if prev == nil || len(from) != len(f.servers) {
+	aligned := prev != nil && len(from) == len(f.servers)
+	if !aligned {
+		// Servers joined: the model's servers in order, and the last
+		// view's copies are matched to them by name below.
 		from = make([]*server, 0, len(f.servers))
 		for _, s := range f.servers {
 			from = append(from, s)
 		}
 		slices.SortFunc(from, func(a, b *server) int { return strings.Compare(a.Name, b.Name) })
-		prev = nil
 	}
-	if prev != nil && f.unchanged(prev, from) {
+	if aligned && f.unchanged(prev, from) {
 		if prev.shape == f.shape {
 			return prev
 		}
@@ -91,14 +93,30 @@ func (f *Fleet) View() *View {
 		f.views.last = v
 		return v
 	}
+	var old []*Server
+	if prev != nil {
+		old = prev.servers
+	}
 	v := &View{servers: make([]*Server, len(from)), shape: f.shape}
+	j := 0 // the next of old's copies, both sorted by name
 	for i, s := range from {
-		if prev != nil && f.same(prev.servers[i], s) {
-			v.servers[i] = prev.servers[i]
+		var c *Server
+		if aligned {
+			c = old[i]
+		} else {
+			for j < len(old) && old[j].Name < s.Name {
+				j++
+			}
+			if j < len(old) && old[j].Name == s.Name {
+				c = old[j]
+			}
+		}
+		if c != nil && f.same(c, s) {
+			v.servers[i] = c
 			continue
 		}
-		c := f.copy(s)
-		v.servers[i] = &c
+		cp := f.copy(s)
+		v.servers[i] = &cp
 	}
 	f.views.last, f.views.from = v, from
 	return v

@@ -59,8 +59,17 @@ func (p *perServer[T]) all(v *fleet.View, now time.Time, judge func(*fleet.Serve
 	defer p.mu.Unlock()
 	servers := v.Servers()
 	if len(p.memo) != len(servers) {
-		// Other servers: none of the judgements is of the same one.
+		// Servers joined: the judgements move to where their copies are.
+		of := make(map[*fleet.Server]*judged[T], len(p.memo))
+		for _, j := range p.memo {
+			if j != nil {
+				of[j.of] = j
+			}
+		}
 		p.memo = make([]*judged[T], len(servers))
+		for i, s := range servers {
+			p.memo[i] = of[s]
+		}
 		p.version++
 	}
 	changed := false

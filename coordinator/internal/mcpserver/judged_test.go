@@ -300,3 +300,23 @@ func TestAppFleetSeesWritesAtOnce(t *testing.T) {
 		t.Fatalf("%s after its disconnect: %+v", name, after.Targets[max(i, 0)])
 	}
 }
+
+// TestJudgementsOutliveAJoin: a server joining the fleet costs the others
+// none of their kept judgements, and the newcomer is judged.
+func TestJudgementsOutliveAJoin(t *testing.T) {
+	d, _ := writtenFleet(t, 100)
+	now := time.Now()
+	v := d.Fleet.View()
+	before := rowStatesOf(d, v, now)
+	d.Fleet.Connect(&gridcityv1.Hello{Name: "aaa-new"}) // sorts first: every other moves
+	w := d.Fleet.View()
+	after := rowStatesOf(d, w, now)
+	if len(after) != len(before)+1 || after[0].of.Name != "aaa-new" || !slices.Equal(after[0].val.why, []string{"no state yet"}) {
+		t.Fatalf("the newcomer's judgement: %+v", after[0])
+	}
+	for i := range before {
+		if after[i+1] != before[i] {
+			t.Fatalf("%s was judged again after another server joined", v.Servers()[i].Name)
+		}
+	}
+}
