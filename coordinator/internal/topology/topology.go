@@ -42,6 +42,9 @@ type Source struct {
 	mu        sync.Mutex
 	cached    built
 	cachedKey [2]uint64
+
+	// reuse keeps what a build learned of each server for the next one.
+	reuse reuse
 }
 
 // built is one graph with what was learned building it.
@@ -260,16 +263,14 @@ func (s *Source) links(servers []fleet.Server, known map[string]bool, endpoints 
 			add(l.From, l.To, graph.SourceDeclared)
 		}
 	}
-	listening := ListeningIndex(servers)
+	// What each server's connections show, kept from the build before
+	// for the servers whose connections and the listening index are the
+	// same (see reuse).
+	s.reuse.mu.Lock()
+	defer s.reuse.mu.Unlock()
+	listening := s.reuse.listeningIndex(servers)
 	for _, srv := range servers {
-		for _, c := range srv.State.GetConnections().GetItems() {
-			ep := net.JoinHostPort(c.GetRemoteAddress(), strconv.Itoa(int(c.GetRemotePort())))
-			if to, ok := endpoints[ep]; ok {
-				add(srv.Name, to, graph.SourceDiscovered)
-			} else if to, ok := listening[ep]; ok {
-				add(srv.Name, to, graph.SourceDiscovered)
-			}
-		}
+		links = append(links, s.reuse.discovered(srv, endpoints, listening)...)
 	}
 	hosts = map[string]string{}
 	for ep, id := range endpoints {
