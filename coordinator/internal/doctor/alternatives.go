@@ -137,7 +137,7 @@ func (s *session) findAlternatives(ctx context.Context, svc *service) []alternat
 		if port != svc.port || slices.Contains(svc.addrs, addr) || ep == svc.endpoint || tried[s.listening[ep]] {
 			continue
 		}
-		srv := s.servers[s.listening[ep]]
+		srv, _ := s.server(s.listening[ep])
 		for _, l := range listenersOn(srv, port) {
 			if matches(l.GetProcess(), w) {
 				alts = append(alts, alternative{server: srv.Name, engine: svc.res.Engine, target: ep, seen: listenerText(l)})

@@ -161,6 +161,10 @@ type Facts struct {
 	Config  *config.Config
 	Graph   *graph.Graph
 	Servers []fleet.Server
+	// Listening is topology.ListeningIndex(Servers) when the caller has it
+	// (nil: made for the diagnosis): it changes only with the fleet's
+	// shape, and costs milliseconds on a large fleet.
+	Listening map[string]string
 	// Resource is a resource's probed state (nil: none known).
 	Resource func(id string) (resources.State, bool)
 	Now      time.Time
@@ -253,20 +257,67 @@ func (d *Doctor) budget() time.Duration {
 type session struct {
 	d         *Doctor
 	f         Facts
-	servers   map[string]fleet.Server
 	listening map[string]string // "addr:port" → server (topology.ListeningIndex)
+	// servers is Facts.Servers by name when they are not sorted (see server).
+	servers     map[string]fleet.Server
+	serversOnce sync.Once
 
 	mu       sync.Mutex
 	attempts []Attempt
+
+	// byAddress maps each address a server has to the servers that have
+	// it, in the order of Facts.Servers: made at the first look, once per
+	// diagnosis rather than once for every resource located.
+	byAddress     map[string][]string
+	byAddressOnce sync.Once
+}
+
+// owners maps each address to the servers that have it (byAddress).
+func (s *session) owners() map[string][]string {
+	s.byAddressOnce.Do(func() {
+		s.byAddress = map[string][]string{}
+		for _, srv := range s.f.Servers {
+			for _, a := range srv.State.GetHost().GetAddresses() {
+				// An address listed twice by one server names it once.
+				if own := s.byAddress[a]; len(own) == 0 || own[len(own)-1] != srv.Name {
+					s.byAddress[a] = append(own, srv.Name)
+				}
+			}
+		}
+	})
+	return s.byAddress
 }
 
 func newSession(d *Doctor, f Facts) *session {
-	s := &session{d: d, f: f, servers: map[string]fleet.Server{}}
-	for _, srv := range f.Servers {
-		s.servers[srv.Name] = srv
+	s := &session{d: d, f: f, listening: f.Listening}
+	if s.listening == nil {
+		s.listening = topology.ListeningIndex(f.Servers)
 	}
-	s.listening = topology.ListeningIndex(f.Servers)
 	return s
+}
+
+// server returns the server of that name in Facts.Servers: by a binary
+// search when they are sorted by name, as the fleet gives them, else by a
+// map made at the first look.
+func (s *session) server(name string) (fleet.Server, bool) {
+	s.serversOnce.Do(func() {
+		if slices.IsSortedFunc(s.f.Servers, func(a, b fleet.Server) int { return strings.Compare(a.Name, b.Name) }) {
+			return
+		}
+		s.servers = make(map[string]fleet.Server, len(s.f.Servers))
+		for _, srv := range s.f.Servers {
+			s.servers[srv.Name] = srv
+		}
+	})
+	if s.servers != nil {
+		srv, ok := s.servers[name]
+		return srv, ok
+	}
+	i, ok := slices.BinarySearchFunc(s.f.Servers, name, func(srv fleet.Server, n string) int { return strings.Compare(srv.Name, n) })
+	if !ok {
+		return fleet.Server{}, false
+	}
+	return s.f.Servers[i], true
 }
 
 func (s *session) resource(id string) (config.Resource, bool) {

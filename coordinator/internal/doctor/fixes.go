@@ -20,7 +20,7 @@ const readOnlyNote = "nothing to prove: the command only reads"
 // a person's approval) when the server's agent can run it, else by hand.
 func (s *session) on(server string, f Fix) Fix {
 	f.Server = server
-	srv, ok := s.servers[server]
+	srv, ok := s.server(server)
 	switch {
 	case server == "":
 		f.Via = ViaByHand
@@ -199,7 +199,7 @@ func (s *session) startFix(svc *service, server string) Fix {
 		f.Summary = fmt.Sprintf("Start whatever serves %s %s: nothing is listening on port %s", svc.res.ID, where, svc.port)
 	}
 	var srv *fleet.Server
-	if x, ok := s.servers[server]; ok {
+	if x, ok := s.server(server); ok {
 		srv = &x
 	}
 	f.Verified, f.Verification = s.portFree(svc, srv)

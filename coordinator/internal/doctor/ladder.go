@@ -19,7 +19,7 @@ func (s *session) diagnoseResource(ctx context.Context, rc config.Resource, rep 
 	svc := s.locate(ctx, rc, true)
 	s.vantages(&svc)
 	rep.Engine, rep.Endpoint, rep.HostedOn = rc.Engine, svc.endpoint, svc.server
-	host, hasHost := s.servers[svc.server]
+	host, hasHost := s.server(svc.server)
 
 	var hostUp []Attempt
 	var wg sync.WaitGroup
@@ -93,7 +93,7 @@ func (s *session) liveView(svc *service) Diagnosis {
 // failed unit and stopped container; its port, reachable and handshake
 // rungs at the configured resources that run on it.
 func (s *session) diagnoseServer(ctx context.Context, t graph.Target, rep *Report) {
-	srv := s.servers[t.ID]
+	srv, _ := s.server(t.ID)
 	var hosted []*service
 	for _, rc := range s.f.Config.Resources {
 		if svc := s.locate(ctx, rc, false); svc.server == srv.Name && len(hosted) < maxHosted {

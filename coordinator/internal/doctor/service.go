@@ -72,12 +72,7 @@ func (s *session) locate(ctx context.Context, res config.Resource, resolve bool)
 			svc.server, svc.how = srv, fmt.Sprintf("%s listens on %s", srv, net.JoinHostPort(addr, svc.port))
 			break
 		}
-		var owners []string
-		for _, srv := range s.f.Servers {
-			if slices.Contains(srv.State.GetHost().GetAddresses(), addr) {
-				owners = append(owners, srv.Name)
-			}
-		}
+		owners := s.owners()[addr]
 		if len(owners) == 1 {
 			svc.server, svc.how = owners[0], fmt.Sprintf("%s has the address %s", owners[0], addr)
 			break
@@ -120,7 +115,7 @@ func (s *session) vantages(svc *service) {
 	cands = slices.Compact(cands)
 	var left []string
 	for _, name := range cands {
-		srv, ok := s.servers[name]
+		srv, ok := s.server(name)
 		switch {
 		case !ok:
 			left = append(left, name+" (no agent)")
@@ -154,7 +149,7 @@ func (s *session) try(ctx context.Context, svc *service) {
 		from = []string{Coordinator}
 	}
 	specs := s.specsFrom(svc, from)
-	if host, ok := s.servers[svc.server]; ok && host.Online && slices.Contains(host.Hello.GetCapabilities(), "probes") &&
+	if host, ok := s.server(svc.server); ok && host.Online && slices.Contains(host.Hello.GetCapabilities(), "probes") &&
 		!slices.Contains(from, svc.server) && svc.endpoint != "" {
 		specs = append(specs, spec{from: svc.server, purpose: purposeSelf, engine: "tcp", target: svc.endpoint})
 	}
@@ -405,7 +400,7 @@ func (s *session) judgeHandshake(svc *service) judged {
 		summary = fmt.Sprintf("the %s check of %s fails", engineName(svc.res.Engine), q(svc.res.Target))
 	}
 	j.diagnoses = append(j.diagnoses, Diagnosis{Rung: RungHandshake, Summary: summary, Evidence: ev})
-	if srv, ok := s.servers[svc.server]; ok {
+	if srv, ok := s.server(svc.server); ok {
 		j.fixes = append(j.fixes, s.logsFix(svc, srv))
 	}
 	return j

@@ -218,6 +218,9 @@ type Fleet struct {
 	// replicaHTTP is each live replica's HTTP address by id, as of the
 	// last Reload: where a command for a server it holds can be asked.
 	replicaHTTP map[string]string
+
+	// views is the read side's last View (view.go); no write touches it.
+	views views
 }
 
 // Option changes a default of New.

@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/gridcity/gridcity/coordinator/internal/command"
@@ -119,14 +122,11 @@ func (a *App) Fleet(ctx context.Context, after string) (AppFleet, error) {
 	if err != nil {
 		return AppFleet{}, fmt.Errorf("the topology cannot be built: %v", err)
 	}
-	rep := g.IncidentsWith(graph.IncidentOptions{MaxAtRisk: appMaxListed})
+	rep := incidentsOf(a.d, g, graph.IncidentOptions{MaxAtRisk: appMaxListed})
 	out := AppFleet{GeneratedAt: rfc3339(now), ByStatus: map[string]int{}, Districts: []AppDistrict{}, Targets: []AppTarget{},
 		Links: []LinkView{}, Incidents: []AppIncident{}, Healthy: rep.Healthy, Attention: map[string]int{}}
-	explainedBy := map[string]string{}
-	for _, t := range rep.Troubled {
-		explainedBy[t.ID] = t.RootCause
-	}
-	atRisk := map[string]string{}
+	gv := appGraphOf(a.d, g, rep)
+	explainedBy, atRisk, member, targets := gv.explainedBy, gv.atRisk, gv.member, gv.targets
 	for _, rc := range rep.RootCauses {
 		since := rc.Since
 		if a.d.Incidents != nil {
@@ -137,38 +137,13 @@ func (a *App) Fleet(ctx context.Context, after string) (AppFleet, error) {
 		out.Incidents = append(out.Incidents, AppIncident{Target: rc.ID, Name: rc.Name, Kind: rc.Kind, Status: rc.Status, Reason: rc.Reason, Since: rfc3339(since),
 			Explains: orEmpty(rc.Explains[:min(len(rc.Explains), appMaxListed)]), ExplainsCount: len(rc.Explains),
 			AtRisk: orEmpty(rc.AtRisk[:min(len(rc.AtRisk), appMaxListed)]), AtRiskCount: rc.AtRiskCount})
-		for _, id := range rc.AtRisk {
-			if atRisk[id] == "" {
-				atRisk[id] = rc.ID
-			}
-		}
 	}
 	slices.SortStableFunc(out.Incidents, func(x, y AppIncident) int {
 		return cmp.Or(cmp.Compare(y.ExplainsCount, x.ExplainsCount), cmp.Compare(x.Target, y.Target))
 	})
-	member := map[string]string{}
-	for _, dd := range g.Districts() {
-		for _, m := range dd.Members {
-			if member[m] == "" {
-				member[m] = dd.ID
-			}
-		}
-	}
-	targets := g.Targets()
-	out.TargetsTotal = len(targets)
-	troubledIn := map[string]int{}
-	for _, t := range targets {
-		if t.Kind == "server" {
-			out.Total++
-			out.ByStatus[t.Status]++
-		}
-		if t.Troubled {
-			troubledIn[member[t.ID]]++
-		}
-	}
-	for _, dd := range g.Districts() {
-		out.Districts = append(out.Districts, AppDistrict{ID: dd.ID, Name: dd.Name, Members: len(dd.Members), Troubled: troubledIn[dd.ID]})
-	}
+	out.TargetsTotal, out.Total = len(targets), gv.servers
+	maps.Copy(out.ByStatus, gv.byStatus)
+	out.Districts = append(out.Districts, gv.districts...)
 	// Targets sort by id: a page starts after the id given, whether or not
 	// that target is still there.
 	from, _ := slices.BinarySearchFunc(targets, after, func(t graph.Target, id string) int {
@@ -181,7 +156,10 @@ func (a *App) Fleet(ctx context.Context, after string) (AppFleet, error) {
 	if from+len(page) < len(targets) && len(page) > 0 {
 		out.NextAfter = page[len(page)-1].ID
 	}
-	onPage := map[string]bool{}
+	view := a.d.Fleet.View()
+	states := rowStatesOf(a.d, view, now)
+	onPage := make(map[string]bool, len(page))
+	out.Targets = make([]AppTarget, 0, len(page))
 	for _, t := range page {
 		onPage[t.ID] = true
 		v := AppTarget{ID: t.ID, Name: t.Name, Kind: t.Kind, District: member[t.ID], Status: t.Status, Troubled: t.Troubled,
@@ -190,11 +168,11 @@ func (a *App) Fleet(ctx context.Context, after string) (AppFleet, error) {
 			v.RootCause, v.ExplainedBy = true, ""
 		}
 		if t.Kind == "server" {
-			a.serverFigures(&v, now, out.Attention)
+			a.serverFigures(&v, now, out.Attention, view, states)
 		}
 		out.Targets = append(out.Targets, v)
 	}
-	for _, l := range g.Links() {
+	for _, l := range gv.links {
 		if !onPage[l.From] && !onPage[l.To] {
 			continue
 		}
@@ -209,22 +187,91 @@ func (a *App) Fleet(ctx context.Context, after string) (AppFleet, error) {
 	return out, nil
 }
 
+// appGraphMemo keys the kept appGraph of the latest graph (see appGraphOf).
+type appGraphMemo struct{}
+
+// appGraph is what the app's fleet page takes from one graph and its
+// incident report alone: kept with the graph, which never changes. Shared:
+// never changed.
+type appGraph struct {
+	g *graph.Graph
+	// explainedBy is each troubled target's root cause, atRisk the first
+	// root cause each healthy target is at risk from, member each target's
+	// first district.
+	explainedBy, atRisk, member map[string]string
+	targets                     []graph.Target
+	links                       []graph.Link
+	servers                     int
+	byStatus                    map[string]int
+	districts                   []AppDistrict
+}
+
+// keptAppGraph holds the latest appGraph.
+type keptAppGraph struct {
+	mu   sync.Mutex
+	last *appGraph
+}
+
+// appGraphOf is the appGraph of g, whose incident report (at appMaxListed)
+// is rep, made once per graph.
+func appGraphOf(d Deps, g *graph.Graph, rep graph.Report) *appGraph {
+	k := d.Fleet.Memo(appGraphMemo{}, func() any { return &keptAppGraph{} }).(*keptAppGraph)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.last != nil && k.last.g == g {
+		return k.last
+	}
+	gv := &appGraph{g: g, explainedBy: map[string]string{}, atRisk: map[string]string{}, member: map[string]string{},
+		targets: g.Targets(), links: g.Links(), byStatus: map[string]int{}, districts: []AppDistrict{}}
+	for _, t := range rep.Troubled {
+		gv.explainedBy[t.ID] = t.RootCause
+	}
+	for _, rc := range rep.RootCauses {
+		for _, id := range rc.AtRisk {
+			if gv.atRisk[id] == "" {
+				gv.atRisk[id] = rc.ID
+			}
+		}
+	}
+	districts := g.Districts()
+	for _, dd := range districts {
+		for _, m := range dd.Members {
+			if gv.member[m] == "" {
+				gv.member[m] = dd.ID
+			}
+		}
+	}
+	troubledIn := map[string]int{}
+	for _, t := range gv.targets {
+		if t.Kind == "server" {
+			gv.servers++
+			gv.byStatus[t.Status]++
+		}
+		if t.Troubled {
+			troubledIn[gv.member[t.ID]]++
+		}
+	}
+	for _, dd := range districts {
+		gv.districts = append(gv.districts, AppDistrict{ID: dd.ID, Name: dd.Name, Members: len(dd.Members), Troubled: troubledIn[dd.ID]})
+	}
+	k.last = gv
+	return gv
+}
+
 // serverFigures adds a server's reasons for attention and its busy
-// figures (only while online: an offline server's are stale).
-func (a *App) serverFigures(v *AppTarget, now time.Time, attention map[string]int) {
-	srv, ok := a.d.Fleet.Server(v.ID)
+// figures (only while online: an offline server's are stale), from its
+// copy in view and its kept rowState (rowStatesOf view).
+func (a *App) serverFigures(v *AppTarget, now time.Time, attention map[string]int, view *fleet.View, states []*judged[rowState]) {
+	i, ok := slices.BinarySearchFunc(view.Servers(), v.ID, func(s *fleet.Server, id string) int { return strings.Compare(s.Name, id) })
 	if !ok {
 		return
 	}
-	rs := reasonsOf(srv, v.Status, now)
-	slices.SortStableFunc(rs, func(x, y reason) int { return cmp.Compare(y.sev, x.sev) })
-	seen := map[string]bool{}
-	for _, r := range rs {
-		v.Why = append(v.Why, r.text)
-		if !seen[r.kind] {
-			seen[r.kind] = true
-			attention[r.kind]++
-		}
+	srv := *view.Servers()[i]
+	// Its row's reasons and kinds, ranked as list_servers ranks them.
+	r := rowOf(listed{name: srv.Name, status: v.Status, connected: true, srv: view.Servers()[i]}, now, &states[i].val)
+	v.Why = r.Why
+	for _, k := range r.kinds {
+		attention[k]++
 	}
 	if v.Status != fleet.StatusOnline {
 		return
@@ -275,7 +322,7 @@ type AppCommand struct {
 // Server answers GET /api/servers/{name}.
 func (a *App) Server(ctx context.Context, name string) (AppServer, error) {
 	now := time.Now()
-	all, _ := listFleet(ctx, a.d)
+	all, _, _ := listFleet(ctx, a.d)
 	i := exactName(all, name)
 	if i < 0 {
 		return AppServer{}, fmt.Errorf("%w: no server is named %q", ErrNotFound, name)
@@ -288,7 +335,7 @@ func (a *App) Server(ctx context.Context, name string) (AppServer, error) {
 		if _, ok := g.Target(name); ok {
 			out.Uses, out.UsedBy, out.BlastRadiusCount = orEmpty(g.Uses(name)), orEmpty(g.UsedBy(name)), len(g.BlastRadius(name))
 		}
-		rep := g.IncidentsWith(graph.IncidentOptions{MaxAtRisk: appMaxListed})
+		rep := incidentsOf(a.d, g, graph.IncidentOptions{MaxAtRisk: appMaxListed})
 		for _, t := range rep.Troubled {
 			if t.ID == name && t.RootCause != name {
 				out.ExplainedBy = t.RootCause

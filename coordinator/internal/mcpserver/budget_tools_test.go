@@ -89,7 +89,7 @@ func bigFleet(tb testing.TB) Deps {
 	tb.Helper()
 	bigOnce.Do(func() {
 		start := time.Now()
-		bigDeps = buildBigFleet()
+		bigDeps = buildBigFleet(nil)
 		tb.Logf("the big fleet was built in %s", time.Since(start).Round(time.Millisecond))
 	})
 	if bigDeps.Fleet == nil {
@@ -98,7 +98,10 @@ func bigFleet(tb testing.TB) Deps {
 	return bigDeps
 }
 
-func buildBigFleet() Deps {
+// buildBigFleet builds a big fleet of its own; when streams is not nil it
+// records each server's stream there, for a benchmark that goes on
+// writing the fleet as its agents would.
+func buildBigFleet(streams map[string]uint64) Deps {
 	ctx := context.Background()
 	logger := slog.New(slog.DiscardHandler)
 	cfg := config.Default()
@@ -146,6 +149,9 @@ func buildBigFleet() Deps {
 		}
 		conn := f.Connect(simfleet.Hello(i, "0.9.0"))
 		f.Apply(simfleet.Name(i), conn, st)
+		if streams != nil {
+			streams[simfleet.Name(i)] = conn
+		}
 		if i%2 == 1 {
 			f.Disconnect(simfleet.Name(i), conn)
 		}

@@ -120,7 +120,8 @@ func addDiagnose(s *mcp.Server, d Deps) {
 			slices.Sort(known)
 			return nil, DiagnoseOutput{}, fmt.Errorf("unknown target %q; known targets: %s", in.Target, closeMatches(in.Target, slices.Compact(known)))
 		}
-		facts := doctor.Facts{Config: d.Topology.Config(), Graph: g, Servers: d.Fleet.Servers(), Now: time.Now()}
+		v := d.Fleet.View()
+		facts := doctor.Facts{Config: d.Topology.Config(), Graph: g, Servers: viewServers(v), Listening: listeningOf(d, v), Now: time.Now()}
 		live := doctor.Live{}
 		if d.Resources != nil {
 			facts.Resource = d.Resources.State

@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/gridcity/gridcity/coordinator/internal/graph"
 )
 
 // TopologyInput is get_topology's input.
@@ -145,25 +148,26 @@ func addGetTopology(s *mcp.Server, d Deps) {
 					out.Districts = fill(districts, func(v DistrictView) DistrictView { v.Members = []string{}; return v }, budget/2)
 				}
 			}
-			var links []LinkView
-			for _, l := range g.Links() {
-				if members != nil && !members[l.From] && !members[l.To] {
-					continue
-				}
-				links = append(links, LinkView{From: l.From, To: l.To, Source: l.Source})
+			// Tens of thousands of links, of which a page is sent: each is
+			// made a view, and named for after, only when it is reached.
+			links := g.Links()
+			if members != nil {
+				links = slices.DeleteFunc(links, func(l graph.Link) bool { return !members[l.From] && !members[l.To] })
 			}
 			out.LinksTotal = len(links)
-			keys := make([]string, len(links))
-			for i, l := range links {
-				keys[i] = linkKey(l)
+			view := func(l graph.Link) LinkView { return LinkView{From: l.From, To: l.To, Source: l.Source} }
+			from := 0
+			if in.After != "" {
+				i := slices.IndexFunc(links, func(l graph.Link) bool { return linkKey(view(l)) == in.After })
+				if i < 0 {
+					_, err := afterKey(nil, in.After, "links")
+					return nil, TopologyOutput{}, err
+				}
+				from = i + 1
 			}
-			from, err := afterKey(keys, in.After, "links")
-			if err != nil {
-				return nil, TopologyOutput{}, err
-			}
-			out.Links = fill(links[from:], func(l LinkView) LinkView { return l }, budget-jsonSize(out)-300)
+			out.Links = fill(links[from:], view, budget-jsonSize(out)-300)
 			if n := len(out.Links); n > 0 && from+n < len(links) {
-				out.NextAfter = keys[from+n-1]
+				out.NextAfter = linkKey(out.Links[n-1])
 			}
 			return nil, out, nil
 		}

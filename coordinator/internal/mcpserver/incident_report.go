@@ -103,7 +103,7 @@ func incidentReport(ctx context.Context, d Deps, in IncidentInput) (IncidentOutp
 	if err != nil {
 		return IncidentOutput{}, fmt.Errorf("the topology cannot be built: %v", err)
 	}
-	rep := g.IncidentsWith(graph.IncidentOptions{MaxAtRisk: maxAtRisk})
+	rep := incidentsOf(d, g, graph.IncidentOptions{MaxAtRisk: maxAtRisk})
 	out := IncidentOutput{Healthy: rep.Healthy, Total: rep.Total, RootCauses: []RootCauseView{}, Troubled: []TroubledView{}, Recent: []IncidentView{},
 		RootCausesCount: len(rep.RootCauses), TroubledCount: len(rep.Troubled), GeneratedAt: rfc3339(time.Now())}
 	budget := budgetFor(in.RootCause != "" || in.After != "")

@@ -10,9 +10,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/gridcity/gridcity/coordinator/internal/config"
+	"github.com/gridcity/gridcity/coordinator/internal/fleet"
 	"github.com/gridcity/gridcity/coordinator/internal/loopback"
 	"github.com/gridcity/gridcity/coordinator/internal/resources"
 	"github.com/gridcity/gridcity/coordinator/internal/topology"
@@ -186,9 +189,35 @@ func addListResources(s *mcp.Server, d Deps) {
 	})
 }
 
+// candidatesMemo keys the fleet's kept candidates (see candidates) by
+// the config whose resources they leave out.
+type candidatesMemo struct{ cfg *config.Config }
+
+// keptCandidates are the candidates at one shape of the fleet.
+type keptCandidates struct {
+	mu    sync.Mutex
+	shape uint64
+	list  []CandidateView
+}
+
 // candidates lists well-known database ports the servers listen on (not
-// only on loopback) that no configured resource's target names.
+// only on loopback) that no configured resource's target names. What a
+// server listens on and its addresses are part of the fleet's shape, so
+// the list is made again only when the shape has changed. It is shared:
+// the caller must not change it.
 func candidates(d Deps) []CandidateView {
+	v := d.Fleet.View()
+	k := d.Fleet.Memo(candidatesMemo{d.Topology.Config()}, func() any { return &keptCandidates{} }).(*keptCandidates)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.list == nil || k.shape != v.Shape() {
+		k.list, k.shape = candidatesOf(d, v), v.Shape()
+	}
+	return k.list
+}
+
+// candidatesOf is candidates of the servers of v.
+func candidatesOf(d Deps, v *fleet.View) []CandidateView {
 	configured := map[string]bool{}
 	for _, r := range d.Topology.Config().Resources {
 		if ep := topology.Endpoint(r.Engine, r.Target); ep != "" {
@@ -196,7 +225,7 @@ func candidates(d Deps) []CandidateView {
 		}
 	}
 	out := []CandidateView{}
-	for _, srv := range d.Fleet.Servers() {
+	for _, srv := range v.Servers() {
 		seen := map[uint32]bool{}
 		for _, l := range srv.State.GetListeners().GetItems() {
 			engine, ok := wellKnown[l.GetPort()]

@@ -217,8 +217,11 @@ type listed struct {
 	name, status, district string
 	// agent is its enrolment when it was revoked or never connected.
 	agent *store.Agent
-	// connected: the fleet knows it (it connected at least once).
+	// connected: the fleet knows it (it connected at least once); srv is
+	// then its copy in the fleet's view, the idx-th of the view's servers.
 	connected bool
+	srv       *fleet.Server
+	idx       int
 	// configDistrict is the config's district for a server that declares none.
 	configDistrict string
 }
@@ -234,7 +237,7 @@ func listServers(ctx context.Context, d Deps, in ListServersInput, now time.Time
 	if status != "" && !slices.Contains(serverStatuses, status) {
 		return out, fmt.Errorf("unknown status %q; status is one of %s (or leave it out for every server)", in.Status, strings.Join(serverStatuses, ", "))
 	}
-	all, err := listFleet(ctx, d)
+	all, view, err := listFleet(ctx, d)
 	if err != nil && !errors.Is(err, store.ErrUnavailable) {
 		return out, err
 	}
@@ -256,17 +259,26 @@ func listServers(ctx context.Context, d Deps, in ListServersInput, now time.Time
 	}
 	name := strings.ToLower(in.Name)
 	var matched []listed
+	if status == "" && name == "" && inDistrict == nil {
+		matched = make([]listed, 0, len(all)) // every server
+	}
 	for _, l := range all {
 		if (status == "" || l.status == status) && (name == "" || strings.Contains(strings.ToLower(l.name), name)) && (inDistrict == nil || inDistrict(l)) {
 			matched = append(matched, l)
 		}
 	}
+	var states []*judged[rowState] // nil: a page judges only its own servers
 	if in == (ListServersInput{}) || in.Attention {
 		// Ranking and the attention filter read every matching server's
 		// state; a page of the others reads only its own servers'.
+		states = rowStatesOf(d, view, now)
 		rows := make([]ServerRow, 0, len(matched))
 		for _, l := range matched {
-			if r := rowOf(d, l, now); !in.Attention || len(r.Why) > 0 {
+			var state *rowState
+			if l.connected {
+				state = &states[l.idx].val
+			}
+			if r := rowOf(l, now, state); !in.Attention || len(r.Why) > 0 {
 				rows = append(rows, r)
 			}
 		}
@@ -282,7 +294,7 @@ func listServers(ctx context.Context, d Deps, in ListServersInput, now time.Time
 		}
 	}
 	out.Matched = len(matched)
-	page(d, &out, in, matched, now)
+	page(d, &out, in, matched, now, states)
 	return out, nil
 }
 
@@ -290,20 +302,21 @@ func listServers(ctx context.Context, d Deps, in ListServersInput, now time.Time
 // sorted by name, with the status the store decides. When the store is
 // unreachable it is the servers the fleet knows, as it knows them, with
 // the store's error (store.ErrUnavailable).
-func listFleet(ctx context.Context, d Deps) ([]listed, error) {
+func listFleet(ctx context.Context, d Deps) ([]listed, *fleet.View, error) {
 	agents, agentsErr := d.Store.Agents(ctx)
 	if agentsErr != nil && !errors.Is(agentsErr, store.ErrUnavailable) {
-		return nil, fmt.Errorf("reading the enrolled agents failed (%v); retry in a moment", agentsErr)
+		return nil, nil, fmt.Errorf("reading the enrolled agents failed (%v); retry in a moment", agentsErr)
 	}
 	enrolled := make(map[string]*store.Agent, len(agents))
 	for i := range agents {
 		enrolled[agents[i].Name] = &agents[i]
 	}
-	heads := d.Fleet.Headings()
-	all := make([]listed, 0, len(heads))
-	for _, h := range heads {
+	view := d.Fleet.View()
+	all := make([]listed, 0, len(view.Servers()))
+	for i, srv := range view.Servers() {
+		h := fleet.Heading{Name: srv.Name, Online: srv.Online, Reconnecting: srv.Reconnecting, District: srv.Hello.GetDistrict()}
 		// The store, read just now, says who is revoked (see Heading.Status).
-		l := listed{name: h.Name, status: h.Status(), district: h.District, connected: true}
+		l := listed{name: h.Name, status: h.Status(), district: h.District, connected: true, srv: srv, idx: i}
 		if a := enrolled[h.Name]; a != nil && a.Revoked() {
 			l.status, l.agent = statusRevoked, a
 		}
@@ -317,7 +330,7 @@ func listFleet(ctx context.Context, d Deps) ([]listed, error) {
 			all = append(all, listed{name: a.Name, status: fleet.StatusOffline, agent: a})
 		}
 	}
-	if len(all) > len(heads) {
+	if len(all) > len(view.Servers()) {
 		slices.SortFunc(all, func(a, b listed) int { return strings.Compare(a.name, b.name) })
 	}
 	if d.Topology != nil {
@@ -336,7 +349,7 @@ func listFleet(ctx context.Context, d Deps) ([]listed, error) {
 			}
 		}
 	}
-	return all, agentsErr
+	return all, view, agentsErr
 }
 
 // storeGaps says, while the store is unreachable (as the fleet found, or

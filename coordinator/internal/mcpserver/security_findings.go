@@ -4,13 +4,17 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/resources"
 	"github.com/gridcity/gridcity/coordinator/internal/security"
 )
 
@@ -109,41 +113,55 @@ func securityFindings(ctx context.Context, d Deps, in SecurityInput) (SecurityOu
 	o := security.DefaultOptions()
 	o.Runbooks = d.Topology.Config().Runbooks
 	now := time.Now()
-	servers, res := d.Fleet.Servers(), d.Resources.States()
+	res := d.Resources.States()
+	var rep security.Report
+	var ranked []SourceView // the sources of rep.Attacks, when kept with them
 	if in.Server != "" {
-		i := slices.IndexFunc(servers, func(s fleet.Server) bool { return s.Name == in.Server })
-		if i < 0 {
-			names := make([]string, 0, len(servers))
-			for _, s := range servers {
-				names = append(names, s.Name)
-			}
-			return SecurityOutput{}, fmt.Errorf("unknown server %q; known servers: %s", in.Server, closeMatches(in.Server, names))
+		srv, ok := d.Fleet.Server(in.Server)
+		if !ok {
+			return SecurityOutput{}, fmt.Errorf("unknown server %q; known servers: %s", in.Server, closeMatches(in.Server, d.Fleet.Names()))
 		}
 		// One server's findings, in full; a resource's certificate is no server's.
-		servers, res, o.Full = servers[i:i+1], nil, true
+		o.Full = true
+		rep = security.Judge([]fleet.Server{srv}, nil, now, o)
+	} else {
+		rep, ranked = judgeFleet(d, res, now, o)
 	}
-	rep := security.Judge(servers, res, now, o)
 	out := SecurityOutput{Attacks: []AttackView{}, Sources: []SourceView{}, Exposures: []ExposureView{}, Gaps: []SecurityGapView{}, GeneratedAt: rfc3339(now)}
 	if in.Source != "" {
-		rep.Attacks = slices.DeleteFunc(rep.Attacks, func(a security.Attack) bool { return a.Source != in.Source })
+		// A new list: the report may be shared with other calls.
+		var from []security.Attack
+		for _, a := range rep.Attacks {
+			if a.Source == in.Source {
+				from = append(from, a)
+			}
+		}
+		rep.Attacks, ranked = from, nil
 		if len(rep.Attacks) == 0 {
 			return SecurityOutput{}, fmt.Errorf("no attack comes from %q now; call security_findings without source to see the sources", in.Source)
 		}
 		rep.Exposures, rep.Gaps = nil, nil // findings of servers, not of a source
 	}
 	budget := budgetFor(in.Server != "" || in.Source != "" || in.After != "")
-	out.Sources, out.SourcesCount = sources(rep.Attacks)
-	out.Sources = out.Sources[:min(len(out.Sources), maxListed)]
-	keys := make([]string, len(rep.Attacks))
-	for i, a := range rep.Attacks {
-		keys[i] = attackKey(a)
+	if ranked == nil {
+		ranked = sources(rep.Attacks)
+	}
+	out.Sources, out.SourcesCount = ranked[:min(len(ranked), maxListed)], len(ranked)
+	for _, a := range rep.Attacks {
 		if a.State == "open" {
 			out.AttacksOpen++
 		}
 	}
-	from, err := afterKey(keys, in.After, "attacks")
-	if err != nil {
-		return SecurityOutput{}, err
+	// Tens of thousands of attacks on a large fleet: only the one after
+	// names and the last one listed are named.
+	from := 0
+	if in.After != "" {
+		i := slices.IndexFunc(rep.Attacks, func(a security.Attack) bool { return attackKey(a) == in.After })
+		if i < 0 {
+			_, err := afterKey(nil, in.After, "attacks")
+			return SecurityOutput{}, err
+		}
+		from = i + 1
 	}
 	out.AttacksCount, out.ExposuresCount, out.GapsCount = len(rep.Attacks), len(rep.Exposures), len(rep.Gaps)
 	// Attacks first, then exposures (most severe first), then gaps,
@@ -155,7 +173,7 @@ func securityFindings(ctx context.Context, d Deps, in SecurityInput) (SecurityOu
 	}
 	out.Attacks = fill(rep.Attacks[from:], attackView, share)
 	if n := len(out.Attacks); from+n < len(rep.Attacks) && n > 0 {
-		out.NextAfter = keys[from+n-1]
+		out.NextAfter = attackKey(rep.Attacks[from+n-1])
 	}
 	left -= jsonSize(out.Attacks)
 	out.Exposures = fill(rep.Exposures, func(e security.Exposure) ExposureView {
@@ -169,12 +187,58 @@ func securityFindings(ctx context.Context, d Deps, in SecurityInput) (SecurityOu
 	return out, nil
 }
 
+// securityMemo keys the fleet's kept security findings of each server
+// (see perServer) by the runbooks they were judged with, and
+// securityReport what was collected of them.
+type (
+	securityMemo   struct{ runbooks *[]config.Runbook }
+	securityReport struct{ runbooks *[]config.Runbook }
+)
+
+// collectedFindings is the report collected of the servers' findings at
+// one version of them (see perServer), before the resources' certificates.
+type collectedFindings struct {
+	mu      sync.Mutex
+	version uint64
+	rep     *security.Report
+	sources []SourceView // sources of rep.Attacks
+}
+
+// judgeFleet is security.Judge of every server of the fleet and of res at
+// now. It judges again only the servers whose state changed since the last
+// call or whose findings have changed with the time, and collects and
+// ranks the fleet's findings again only when one of those is not what it
+// was; with them, the sources of its attacks (nil when it did not keep
+// them). Both are shared: the caller must not change them.
+func judgeFleet(d Deps, res []resources.State, now time.Time, o security.Options) (security.Report, []SourceView) {
+	v := d.Fleet.View()
+	memo := memoOf(d.Fleet, securityMemo{&d.Topology.Config().Runbooks}, func(a, b security.Findings) bool { return reflect.DeepEqual(a, b) })
+	judged, version := memo.all(v, now, func(srv *fleet.Server, now time.Time) (security.Findings, time.Time) {
+		return security.JudgeServer(*srv, now, o)
+	})
+	found := make([]security.Findings, len(judged))
+	for i, j := range judged {
+		found[i] = j.val
+	}
+	if security.CertificatesExpiring(res, now, o) {
+		return security.Collect(found, res, now, o), nil // rare: not kept
+	}
+	c := d.Fleet.Memo(securityReport{&d.Topology.Config().Runbooks}, func() any { return &collectedFindings{} }).(*collectedFindings)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rep == nil || c.version != version {
+		rep := security.Collect(found, nil, now, o)
+		c.rep, c.version, c.sources = &rep, version, sources(rep.Attacks)
+	}
+	return *c.rep, c.sources
+}
+
 // attackKey names an attack for after: its server, source and kind.
 func attackKey(a security.Attack) string { return a.Server + " " + a.Source + " " + a.Kind }
 
 // sources sums the attacks up by source address: those with open attacks
 // that nothing blocks first, then by servers attacked, attempts and address.
-func sources(attacks []security.Attack) ([]SourceView, int) {
+func sources(attacks []security.Attack) []SourceView {
 	by := map[string]*SourceView{}
 	last := map[string]time.Time{}
 	var order []string
@@ -208,7 +272,7 @@ func sources(attacks []security.Attack) ([]SourceView, int) {
 		return cmp.Or(cmp.Compare(openUnblocked(b), openUnblocked(a)), cmp.Compare(b.Open, a.Open), cmp.Compare(b.Servers, a.Servers),
 			cmp.Compare(b.Count, a.Count), cmp.Compare(a.Source, b.Source))
 	})
-	return out, len(out)
+	return out
 }
 
 func attackView(a security.Attack) AttackView {

@@ -57,51 +57,121 @@ type reason struct {
 	text string
 }
 
-// rowOf is l's row, with every reason it needs attention.
-func rowOf(d Deps, l listed, now time.Time) ServerRow {
+// rowOf is l's row, with every reason it needs attention; state is what
+// rankState makes of its server at now, when the caller has it (nil: made
+// here).
+func rowOf(l listed, now time.Time, state *rowState) ServerRow {
 	r := ServerRow{Name: l.name, Status: l.status, District: cmp.Or(l.district, l.configDistrict), l: l}
-	var rs []reason
 	if !l.connected {
-		rs = append(rs, reason{"never connected", 100, "enrolled, never connected"})
-	} else {
-		srv, _ := d.Fleet.Server(l.name)
-		rs = reasonsOf(srv, l.status, now)
-		// The figures of a server that is not online are its last
-		// report's: stale, so left out of its row (its view has them).
-		if c := srv.State.GetCpu(); c != nil && l.status == fleet.StatusOnline {
-			if c.BusyPercent != nil {
-				r.CPU = finite(round1(c.GetBusyPercent()))
-			}
-			r.Load = finite(math.Round(c.GetLoad1()*100) / 100)
-		}
-		if m := srv.State.GetMemory(); m != nil && l.status == fleet.StatusOnline {
-			r.Mem = finite(round1(m.GetUsedPercent()))
-		}
+		r.Why, r.kinds, r.sev = []string{"enrolled, never connected"}, []string{"never connected"}, 100
+		return r
 	}
-	slices.SortStableFunc(rs, func(a, b reason) int { return cmp.Compare(b.sev, a.sev) })
-	for _, x := range rs {
-		r.Why = append(r.Why, x.text)
-		if !slices.Contains(r.kinds, x.kind) {
-			r.kinds = append(r.kinds, x.kind)
+	if state == nil {
+		st, _ := rankState(*l.srv, now)
+		state = &st
+	}
+	// The figures of a server that is not online are its last report's:
+	// stale, so left out of its row (its view has them).
+	if l.status == fleet.StatusOnline {
+		r.CPU, r.Mem, r.Load = state.cpu, state.mem, state.load
+	}
+	r.Why, r.kinds, r.sev = state.why, state.kinds, state.sev
+	for _, st := range statusReasons(*l.srv, l.status, now) {
+		// Ranked as a stable sort of the status first, then the state's
+		// reasons, would rank it: after the more serious ones.
+		p := 0
+		for p < len(state.ranked) && state.ranked[p].sev > st.sev {
+			p++
 		}
-		r.sev = max(r.sev, x.sev)
+		r.Why = slices.Concat(state.why[:p], []string{st.text}, state.why[p:])
+		k := 0
+		for k < len(state.kinds) && state.first[k] < p {
+			k++
+		}
+		r.kinds = slices.Concat(state.kinds[:k], []string{st.kind}, state.kinds[k:])
+		r.sev = max(r.sev, st.sev)
 	}
 	return r
 }
 
+// rowState is what a row takes from its server's state: the reasons its
+// report gives, ranked most serious first (a stable sort), their texts,
+// their kinds in the order they first come (first is where), the most
+// serious one's severity, and the figures an online server's row shows.
+// Kept for other calls, so never changed.
+type rowState struct {
+	ranked         []reason
+	why, kinds     []string
+	first          []int
+	sev            int
+	cpu, mem, load *float64
+}
+
+// rankState is srv's rowState at now, and the last time it holds for
+// (see stateReasons).
+func rankState(srv fleet.Server, now time.Time) (rowState, time.Time) {
+	rs, until := stateReasons(srv, now)
+	slices.SortStableFunc(rs, func(a, b reason) int { return cmp.Compare(b.sev, a.sev) })
+	st := rowState{ranked: rs}
+	for i, x := range rs {
+		st.why = append(st.why, x.text)
+		if !slices.Contains(st.kinds, x.kind) {
+			st.kinds, st.first = append(st.kinds, x.kind), append(st.first, i)
+		}
+		st.sev = max(st.sev, x.sev)
+	}
+	if c := srv.State.GetCpu(); c != nil {
+		if c.BusyPercent != nil {
+			st.cpu = finite(round1(c.GetBusyPercent()))
+		}
+		st.load = finite(math.Round(c.GetLoad1()*100) / 100)
+	}
+	if m := srv.State.GetMemory(); m != nil {
+		st.mem = finite(round1(m.GetUsedPercent()))
+	}
+	return st, until
+}
+
+// stateMemo keys the fleet's kept rowState of each server (see perServer).
+type stateMemo struct{}
+
+// rowStatesOf is rankState of every server of v at now, in v's order,
+// made again only for the servers that changed since the last call or
+// whose open attacks have ended since.
+func rowStatesOf(d Deps, v *fleet.View, now time.Time) []*judged[rowState] {
+	judged, _ := memoOf[rowState](d.Fleet, stateMemo{}, nil).all(v, now, judgeRow)
+	return judged
+}
+
+func judgeRow(srv *fleet.Server, now time.Time) (rowState, time.Time) { return rankState(*srv, now) }
+
 // reasonsOf is why srv needs attention: its status, and what its last
 // report shows.
 func reasonsOf(srv fleet.Server, status string, now time.Time) []reason {
-	var rs []reason
-	st := srv.State
+	state, _ := stateReasons(srv, now)
+	return append(statusReasons(srv, status, now), state...)
+}
+
+// statusReasons is why srv needs attention for its status.
+func statusReasons(srv fleet.Server, status string, now time.Time) []reason {
 	switch status {
 	case fleet.StatusOffline:
-		rs = append(rs, reason{"offline", 100, "offline for " + age(now.Sub(srv.LastSeen))})
+		return []reason{{"offline", 100, "offline for " + age(now.Sub(srv.LastSeen))}}
 	case fleet.StatusReconnecting:
-		rs = append(rs, reason{"reconnecting", 30, "reconnecting after the coordinator's restart"})
+		return []reason{{"reconnecting", 30, "reconnecting after the coordinator's restart"}}
 	case statusRevoked:
-		rs = append(rs, reason{"revoked", 20, "agent certificate revoked"})
+		return []reason{{"revoked", 20, "agent certificate revoked"}}
 	}
+	return nil
+}
+
+// stateReasons is why srv needs attention for what its last report shows,
+// at now, and the last time the same reasons hold for while that report
+// stays as it is (its open attacks end).
+func stateReasons(srv fleet.Server, now time.Time) ([]reason, time.Time) {
+	var rs []reason
+	st := srv.State
+	until := forever
 	if srv.Refused != "" {
 		rs = append(rs, reason{"state refused", 50, "latest state refused"})
 	}
@@ -109,12 +179,12 @@ func reasonsOf(srv fleet.Server, status string, now time.Time) []reason {
 		if srv.Online {
 			rs = append(rs, reason{"no state", 40, "no state yet"})
 		}
-		return rs
+		return rs, until
 	}
 	if bad := notANumber(st); bad != "" {
 		// Its view leaves its facts out and says why (unencodableServer).
 		rs = append(rs, reason{"state refused", 50, "state not a number: " + bad})
-		return rs
+		return rs, until
 	}
 	if units := st.GetFailedUnits().GetItems(); len(units) > 0 {
 		names := make([]string, 0, 2)
@@ -154,7 +224,9 @@ func reasonsOf(srv fleet.Server, status string, now time.Time) []reason {
 	if st.GetLogins() != nil {
 		// Only the open attacks: the exposures judged from the rest of the
 		// state cost more than the row.
-		for _, a := range security.OpenAttacks(srv.Name, st, now, security.DefaultOptions()) {
+		o := security.DefaultOptions()
+		until = security.OpenAttacksUntil(st, now, o)
+		for _, a := range security.OpenAttacks(srv.Name, st, now, o) {
 			switch {
 			case a.Kind == security.KindLoginAfterFails:
 				rs = append(rs, reason{"attack", 90, fmt.Sprintf("login as %s from %s after %d failures", a.LastSuccessUser, a.Source, a.Count)})
@@ -170,7 +242,7 @@ func reasonsOf(srv fleet.Server, status string, now time.Time) []reason {
 		}
 		rs = append(rs, reason{"security updates", minorSev, text})
 	}
-	return rs
+	return rs, until
 }
 
 // notANumber names the first figure a row or a reason reads that is NaN or
@@ -270,15 +342,17 @@ func glance(out *ListServersOutput, rows []ServerRow) {
 	// The servers with something serious get rows, most serious first;
 	// the others (nothing, or security updates only) follow as rows when
 	// all of them fit, else by name, so that more servers are named.
-	var troubled, others []ServerRow
-	for _, r := range rows {
-		if r.sev > minorSev {
+	// Pointers: a row is some hundred bytes, and the whole fleet's are
+	// sorted and split here at every call.
+	var troubled, others []*ServerRow
+	for i := range rows {
+		if r := &rows[i]; r.sev > minorSev {
 			troubled = append(troubled, r)
 		} else {
 			others = append(others, r)
 		}
 	}
-	slices.SortStableFunc(troubled, func(a, b ServerRow) int {
+	slices.SortStableFunc(troubled, func(a, b *ServerRow) int {
 		return cmp.Or(cmp.Compare(b.sev, a.sev), cmp.Compare(len(b.Why), len(a.Why)), cmp.Compare(a.Name, b.Name))
 	})
 	budget := glanceBudget - budgetSlack
@@ -290,17 +364,19 @@ func glance(out *ListServersOutput, rows []ServerRow) {
 			break
 		}
 		size += n
-		out.Rows = append(out.Rows, r)
+		out.Rows = append(out.Rows, *r)
 		named[r.Name] = true
 	}
 	if len(out.Rows) == len(troubled) {
 		all := 0
 		for _, r := range others {
-			all += jsonLen(r) + 1
+			if all += jsonLen(r) + 1; size+all > budget {
+				break // they do not all fit: no need to size the rest
+			}
 		}
 		if size+all <= budget {
-			out.Rows = append(out.Rows, others...)
 			for _, r := range others {
+				out.Rows = append(out.Rows, *r)
 				named[r.Name] = true
 			}
 		} else {
@@ -333,7 +409,10 @@ func glance(out *ListServersOutput, rows []ServerRow) {
 // page fills out with the rows (with full, the whole views) of the
 // matching servers after in.After, sorted by name, up to in.Limit and
 // within pageBudget.
-func page(d Deps, out *ListServersOutput, in ListServersInput, matched []listed, now time.Time) {
+//
+// states, when not nil, are rowStatesOf the fleet's view at now, which the
+// rows are made from.
+func page(d Deps, out *ListServersOutput, in ListServersInput, matched []listed, now time.Time, states []*judged[rowState]) {
 	limit := in.Limit
 	if limit <= 0 || limit > maxServersLimit {
 		limit = maxServersLimit
@@ -358,7 +437,11 @@ func page(d Deps, out *ListServersOutput, in ListServersInput, matched []listed,
 				v = fitView(fullView(d, l, now, false), pageBudget-budgetSlack)
 				n = jsonLen(v) + 1
 			} else {
-				r = rowOf(d, l, now)
+				var state *rowState
+				if states != nil && l.connected {
+					state = &states[l.idx].val
+				}
+				r = rowOf(l, now, state)
 				n = jsonLen(r) + 1
 			}
 			// One server in full is answered whatever its size.

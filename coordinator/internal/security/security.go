@@ -131,22 +131,87 @@ func FullListCall(server string) string {
 
 // Judge turns the fleet's facts and the resources' states into findings.
 func Judge(servers []fleet.Server, res []resources.State, now time.Time, o Options) Report {
-	rep := Report{Attacks: []Attack{}, Exposures: []Exposure{}, Gaps: []Gap{}}
-	for _, srv := range servers {
-		st := srv.State
-		if !srv.Online {
-			rep.Gaps = append(rep.Gaps, Gap{Server: srv.Name, Check: "agent",
-				Reason: fmt.Sprintf("the agent is offline (last seen %s): what follows is as of then", srv.LastSeen.UTC().Format(time.RFC3339))})
+	found := make([]Findings, len(servers))
+	for i, srv := range servers {
+		found[i], _ = JudgeServer(srv, now, o)
+	}
+	return Collect(found, res, now, o)
+}
+
+// Findings are what Judge finds on one server.
+type Findings struct {
+	Attacks   []Attack
+	Exposures []Exposure
+	Gaps      []Gap
+}
+
+// JudgeServer is Judge's part for one server at now, and the last time the
+// same findings hold for: attacks open and end, and an ended attack's
+// advice says how long ago it stopped, to the minute. A caller that kept
+// them may reuse them at any time from now to then (both included) for as
+// long as the server's state is the same.
+func JudgeServer(srv fleet.Server, now time.Time, o Options) (Findings, time.Time) {
+	var f Findings
+	until := farFuture
+	st := srv.State
+	if !srv.Online {
+		f.Gaps = append(f.Gaps, Gap{Server: srv.Name, Check: "agent",
+			Reason: fmt.Sprintf("the agent is offline (last seen %s): what follows is as of then", srv.LastSeen.UTC().Format(time.RFC3339))})
+	}
+	blocks := parseBlocks(st.GetDefenses().GetFirewall().GetBlocks())
+	for _, src := range st.GetLogins().GetSources() {
+		as, u := attacks(srv.Name, src, blocks, now, o)
+		f.Attacks = append(f.Attacks, as...)
+		until = minTime(until, u)
+	}
+	f.Exposures = exposures(srv, o)
+	f.Gaps = append(f.Gaps, gaps(srv)...)
+	return f, until
+}
+
+// CertificatesExpiring says whether a resource's certificate is a finding
+// at now: without one, Collect's report is the servers' findings alone.
+func CertificatesExpiring(res []resources.State, now time.Time, o Options) bool {
+	return slices.ContainsFunc(res, func(r resources.State) bool { return expiring(r, now, o) })
+}
+
+func expiring(r resources.State, now time.Time, o Options) bool {
+	return !r.TLSNotAfter.IsZero() && r.TLSNotAfter.Sub(now) <= o.TLSWarn
+}
+
+// farFuture is the end of findings that do not change with the time.
+var farFuture = time.Unix(1<<62, 0)
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// Collect is the report of the servers' findings, in any order, and of the
+// resources' certificates at now, ranked as Judge ranks them.
+func Collect(found []Findings, res []resources.State, now time.Time, o Options) Report {
+	// A fleet has tens of thousands of findings, each some hundred bytes:
+	// they are ranked by pointer and copied once, into lists of their size.
+	var attacks []*Attack
+	var exposures []*Exposure
+	gaps := 0
+	for i := range found {
+		for j := range found[i].Attacks {
+			attacks = append(attacks, &found[i].Attacks[j])
 		}
-		blocks := parseBlocks(st.GetDefenses().GetFirewall().GetBlocks())
-		for _, src := range st.GetLogins().GetSources() {
-			rep.Attacks = append(rep.Attacks, attacks(srv.Name, src, blocks, now, o)...)
+		for j := range found[i].Exposures {
+			exposures = append(exposures, &found[i].Exposures[j])
 		}
-		rep.Exposures = append(rep.Exposures, exposures(srv, o)...)
-		rep.Gaps = append(rep.Gaps, gaps(srv)...)
+		gaps += len(found[i].Gaps)
+	}
+	rep := Report{Gaps: make([]Gap, 0, gaps)}
+	for _, f := range found {
+		rep.Gaps = append(rep.Gaps, f.Gaps...)
 	}
 	for _, r := range res {
-		if r.TLSNotAfter.IsZero() || r.TLSNotAfter.Sub(now) > o.TLSWarn {
+		if !expiring(r, now, o) {
 			continue
 		}
 		left := r.TLSNotAfter.Sub(now)
@@ -160,26 +225,52 @@ func Judge(servers []fleet.Server, res []resources.State, now time.Time, o Optio
 		e := Exposure{Kind: KindTLSExpiring, Resource: r.ID, Severity: sev, Detail: detail,
 			Advice: "renew the certificate (certbot renew, or your CA's process) and reload the server that presents it"}
 		e.Runbook, e.Advice = advise(o.Runbooks, KindTLSExpiring, "", nil, e.Advice)
-		rep.Exposures = append(rep.Exposures, e)
+		exposures = append(exposures, &e)
 	}
-	slices.SortStableFunc(rep.Attacks, func(a, b Attack) int {
+	blockedLast := func(b bool) int {
+		if b {
+			return 1
+		}
+		return -1
+	}
+	slices.SortStableFunc(attacks, func(a, b *Attack) int {
 		if a.State != b.State {
 			return cmp.Compare(b.State, a.State) // open before ended
 		}
 		if a.Blocked != b.Blocked {
-			return map[bool]int{false: -1, true: 1}[a.Blocked] // nothing blocks it: it needs doing first
+			return blockedLast(a.Blocked) // nothing blocks it: it needs doing first
 		}
 		if c := cmp.Compare(b.Count, a.Count); c != 0 {
 			return c
 		}
 		return cmp.Or(cmp.Compare(a.Server, b.Server), cmp.Compare(a.Source, b.Source), cmp.Compare(a.Kind, b.Kind))
 	})
-	sevRank := map[string]int{"high": 0, "medium": 1, "low": 2}
-	slices.SortStableFunc(rep.Exposures, func(a, b Exposure) int {
-		return cmp.Or(cmp.Compare(sevRank[a.Severity], sevRank[b.Severity]), cmp.Compare(a.Server, b.Server), cmp.Compare(a.Resource, b.Resource),
+	sevRank := func(s string) int {
+		switch s {
+		case "high":
+			return 0
+		case "medium":
+			return 1
+		case "low":
+			return 2
+		}
+		return 0 // as a map without the key would have it
+	}
+	slices.SortStableFunc(exposures, func(a, b *Exposure) int {
+		return cmp.Or(cmp.Compare(sevRank(a.Severity), sevRank(b.Severity)), cmp.Compare(a.Server, b.Server), cmp.Compare(a.Resource, b.Resource),
 			cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Port, b.Port), cmp.Compare(a.Address, b.Address))
 	})
+	rep.Attacks, rep.Exposures = values(attacks), values(exposures)
 	return rep
+}
+
+// values are the values ps point to, in order; never nil.
+func values[T any](ps []*T) []T {
+	out := make([]T, len(ps))
+	for i, p := range ps {
+		out[i] = *p
+	}
+	return out
 }
 
 type block struct {
@@ -205,13 +296,29 @@ func OpenAttacks(server string, st *gridcityv1.StateUpdate, now time.Time, o Opt
 		if !parsed {
 			blocks, parsed = parseBlocks(st.GetDefenses().GetFirewall().GetBlocks()), true
 		}
-		for _, a := range attacks(server, src, blocks, now, o) {
+		as, _ := attacks(server, src, blocks, now, o)
+		for _, a := range as {
 			if a.State == "open" {
 				out = append(out, a)
 			}
 		}
 	}
 	return out
+}
+
+// OpenAttacksUntil is the last time OpenAttacks finds the same attacks on
+// this state as it does at now: when the first of the sources open at now
+// has been quiet for OpenFor. A source ended at now stays ended.
+func OpenAttacksUntil(st *gridcityv1.StateUpdate, now time.Time, o Options) time.Time {
+	until := farFuture
+	for _, src := range st.GetLogins().GetSources() {
+		for _, at := range []int64{src.GetLastSeenUnix(), src.GetLastSuccessUnix()} {
+			if end := unix(at).Add(o.OpenFor); !now.After(end) {
+				until = minTime(until, end)
+			}
+		}
+	}
+	return until
 }
 
 func parseBlocks(bs []*gridcityv1.Block) []block {
@@ -230,10 +337,12 @@ func parseBlocks(bs []*gridcityv1.Block) []block {
 	return out
 }
 
-func attacks(server string, s *gridcityv1.AuthSource, blocks []block, now time.Time, o Options) []Attack {
+// attacks are one source's attacks at now, and the last time they stay as
+// they are (see JudgeServer).
+func attacks(server string, s *gridcityv1.AuthSource, blocks []block, now time.Time, o Options) ([]Attack, time.Time) {
 	addr, err := netip.ParseAddr(s.GetAddress())
 	if err != nil {
-		return nil // not an address: nothing an agent of ours sends
+		return nil, farFuture // not an address: nothing an agent of ours sends
 	}
 	addr = addr.Unmap()
 	var by []string
@@ -257,6 +366,20 @@ func attacks(server string, s *gridcityv1.AuthSource, blocks []block, now time.T
 	base.State = "ended"
 	if now.Sub(base.LastSeen) <= o.OpenFor {
 		base.State = "open"
+	}
+	// Open until OpenFor after the last attempt or login, then ended for
+	// good; an ended one's advice counts the minutes since.
+	until := farFuture
+	for _, last := range []time.Time{base.LastSeen, base.LastSuccess} {
+		if end := last.Add(o.OpenFor); !now.After(end) {
+			until = minTime(until, end)
+		}
+	}
+	if base.State == "ended" && !base.Blocked {
+		// now.Sub(LastSeen).Round(time.Minute) is the same until the
+		// half minute past it, rounded up from there.
+		ago := now.Sub(base.LastSeen).Round(time.Minute)
+		until = minTime(until, base.LastSeen.Add(ago+30*time.Second-time.Nanosecond))
 	}
 	var out []Attack
 	if s.GetFailures() >= o.AttackFailures {
@@ -288,7 +411,7 @@ func attacks(server string, s *gridcityv1.AuthSource, blocks []block, now time.T
 				"(lock the account, look at `last` and the user's ~/.ssh/authorized_keys)", a.Source, a.LastSuccessUser, a.Count, server))
 		out = append(out, a)
 	}
-	return out
+	return out, until
 }
 
 func exposures(srv fleet.Server, o Options) []Exposure {

@@ -42,6 +42,9 @@ type Source struct {
 	mu        sync.Mutex
 	cached    built
 	cachedKey [2]uint64
+
+	// reuse keeps what a build learned of each server for the next one.
+	reuse reuse
 }
 
 // built is one graph with what was learned building it.
@@ -52,6 +55,25 @@ type built struct {
 	// depends on it, but it is not what the resource serves: a load
 	// balancer's host is not one of its backends.
 	hosts map[string]string
+}
+
+// viewer is a Servers that keeps its servers' copies between calls
+// (fleet.View): a graph built after one server changed copies that server
+// alone, not the ten thousand others.
+type viewer interface{ View() *fleet.View }
+
+// servers are the fleet's servers, from its view when it has one.
+func (s *Source) fleetServers() []fleet.Server {
+	v, ok := s.servers.(viewer)
+	if !ok {
+		return s.servers.Servers()
+	}
+	view := v.View()
+	out := make([]fleet.Server, len(view.Servers()))
+	for i, srv := range view.Servers() {
+		out[i] = *srv
+	}
+	return out
 }
 
 // shapeVersioner is a Servers that tells when its topology changes.
@@ -113,7 +135,7 @@ func (s *Source) current() (built, error) {
 }
 
 func (s *Source) build() (built, error) {
-	servers := s.servers.Servers()
+	servers := s.fleetServers()
 	var targets []graph.Target
 	known := map[string]bool{}
 	for _, srv := range servers {
@@ -241,16 +263,14 @@ func (s *Source) links(servers []fleet.Server, known map[string]bool, endpoints 
 			add(l.From, l.To, graph.SourceDeclared)
 		}
 	}
-	listening := ListeningIndex(servers)
+	// What each server's connections show, kept from the build before
+	// for the servers whose connections and the listening index are the
+	// same (see reuse).
+	s.reuse.mu.Lock()
+	defer s.reuse.mu.Unlock()
+	listening := s.reuse.listeningIndex(servers)
 	for _, srv := range servers {
-		for _, c := range srv.State.GetConnections().GetItems() {
-			ep := net.JoinHostPort(c.GetRemoteAddress(), strconv.Itoa(int(c.GetRemotePort())))
-			if to, ok := endpoints[ep]; ok {
-				add(srv.Name, to, graph.SourceDiscovered)
-			} else if to, ok := listening[ep]; ok {
-				add(srv.Name, to, graph.SourceDiscovered)
-			}
-		}
+		links = append(links, s.reuse.discovered(srv, endpoints, listening)...)
 	}
 	hosts = map[string]string{}
 	for ep, id := range endpoints {
@@ -310,7 +330,7 @@ func ListeningIndex(servers []fleet.Server) map[string]string {
 // or a discovered link); of those, only the ones online whose agents run
 // probes. A resource with none is left out: the coordinator probes it.
 func (s *Source) Vantages() map[string][]string {
-	servers := s.servers.Servers()
+	servers := s.fleetServers()
 	known := map[string]bool{}
 	able := map[string]bool{}
 	for _, srv := range servers {
