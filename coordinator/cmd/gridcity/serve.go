@@ -270,7 +270,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := tracker.Load(ctx); err != nil {
 		return fmt.Errorf("load open incidents: %w", err)
 	}
-	deps := mcpserver.Deps{Fleet: fl, Store: st, Commands: cmds, Topology: topo, Resources: prober, Incidents: tracker, AppURL: appURL, Logger: logger, Metrics: metrics}
+	deps := mcpserver.Deps{Fleet: fl, Store: st, Commands: cmds, Topology: topo, Resources: prober, Incidents: tracker, AppURL: appURL, Logger: logger, Metrics: metrics,
+		Agents: mcpserver.NewAgentsCache()}
 	mux.Handle("/mcp", mcpserver.Handler(deps, mcpserver.DefaultGuardConfig()))
 	// Behind a TLS proxy (--public-http) the browser sees https too.
 	mux.Handle("/", web.New(web.Config{Secure: info.TLS || *publicHTTP, Views: mcpserver.NewApp(deps)}, cmds, st, logger))

@@ -303,7 +303,7 @@ func listServers(ctx context.Context, d Deps, in ListServersInput, now time.Time
 // unreachable it is the servers the fleet knows, as it knows them, with
 // the store's error (store.ErrUnavailable).
 func listFleet(ctx context.Context, d Deps) ([]listed, *fleet.View, error) {
-	agents, agentsErr := d.Store.Agents(ctx)
+	agents, agentsErr := d.Agents.read(ctx, d.Store)
 	if agentsErr != nil && !errors.Is(agentsErr, store.ErrUnavailable) {
 		return nil, nil, fmt.Errorf("reading the enrolled agents failed (%v); retry in a moment", agentsErr)
 	}

@@ -69,6 +69,10 @@ type Deps struct {
 	Logger             *slog.Logger
 	// Metrics counts tool calls by tool and outcome, with their time (optional).
 	Metrics *telemetry.Metrics
+	// Agents keeps the enrolled agents between calls while the store's
+	// stamp of them stays the same (optional: without it every call
+	// reads them all).
+	Agents *AgentsCache
 }
 
 // tool is one entry of the tool list: its tier and how to add it.

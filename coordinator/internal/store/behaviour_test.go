@@ -263,3 +263,51 @@ func TestIncidentReasonKeepsItsBytes(t *testing.T) {
 		}
 	})
 }
+
+// AgentsStamp changes with every enrollment, enrollment again and
+// revocation, and only then.
+func TestAgentsStamp(t *testing.T) {
+	eachEngine(t, func(t *testing.T, s Store) {
+		ctx := context.Background()
+		now := time.UnixMilli(1_750_000_000_000)
+		stamp := func() AgentsStamp {
+			t.Helper()
+			st, err := s.AgentsStamp(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		}
+		seen := map[AgentsStamp]string{stamp(): "empty"}
+		changed := func(what string) {
+			t.Helper()
+			st := stamp()
+			if was, ok := seen[st]; ok {
+				t.Fatalf("stamp %+v after %s is the one after %s", st, what, was)
+			}
+			seen[st] = what
+		}
+		enroll := func(tok, name, key string, at time.Time) {
+			t.Helper()
+			if err := s.CreateJoinToken(ctx, JoinToken{Hash: []byte(tok), CreatedAt: at, ExpiresAt: at.Add(time.Hour), SingleUse: true}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Enroll(ctx, []byte(tok), at, Agent{Name: name, Serial: tok, EnrolledAt: at, Key: []byte(key)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		enroll("t1", "web-1", "k1", now)
+		changed("web-1 enrolled")
+		enroll("t2", "web-2", "k2", now.Add(time.Second))
+		changed("web-2 enrolled")
+		if before, after := stamp(), stamp(); before != after {
+			t.Fatalf("stamp changed with nothing done: %+v, %+v", before, after)
+		}
+		if err := s.RevokeAgent(ctx, "web-1", now.Add(2*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		changed("web-1 revoked")
+		enroll("t3", "web-1", "k3", now.Add(3*time.Second))
+		changed("web-1 enrolled anew")
+	})
+}

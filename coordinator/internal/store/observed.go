@@ -51,6 +51,13 @@ func (o *Observed) Agent(ctx context.Context, name string) (Agent, error) {
 	return v, err
 }
 
+func (o *Observed) AgentsStamp(ctx context.Context) (AgentsStamp, error) {
+	start := time.Now()
+	v, err := o.s.AgentsStamp(ctx)
+	o.done("AgentsStamp", start, err)
+	return v, err
+}
+
 func (o *Observed) Agents(ctx context.Context) ([]Agent, error) {
 	start := time.Now()
 	v, err := o.s.Agents(ctx)

@@ -413,6 +413,15 @@ func (p *Postgres) Agents(ctx context.Context) ([]Agent, error) {
 	return pgList(ctx, p, scanAgent, `SELECT name, serial, enrolled_at, revoked_at FROM agents ORDER BY name COLLATE "C"`)
 }
 
+func (p *Postgres) AgentsStamp(ctx context.Context) (AgentsStamp, error) {
+	var st AgentsStamp
+	err := p.pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(enrolled_at), 0)::bigint, coalesce(sum(revoked_at), 0)::bigint FROM agents`).Scan(&st.N, &st.Enrolled, &st.Revoked)
+	if err != nil {
+		return st, fmt.Errorf("read the agents' stamp: %w", err)
+	}
+	return st, nil
+}
+
 func (p *Postgres) RevokeAgent(ctx context.Context, name string, at time.Time) error {
 	return p.revoke(ctx, `UPDATE agents SET revoked_at = $1 WHERE name = $2 AND revoked_at = 0`, "agent", name, at)
 }

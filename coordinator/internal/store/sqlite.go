@@ -391,6 +391,15 @@ func (s *SQLite) Agents(ctx context.Context) ([]Agent, error) {
 	return collect(rows, scanAgent)
 }
 
+func (s *SQLite) AgentsStamp(ctx context.Context) (AgentsStamp, error) {
+	var st AgentsStamp
+	err := s.db.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(enrolled_at), 0), coalesce(sum(revoked_at), 0) FROM agents`).Scan(&st.N, &st.Enrolled, &st.Revoked)
+	if err != nil {
+		return st, fmt.Errorf("read the agents' stamp: %w", err)
+	}
+	return st, nil
+}
+
 func (s *SQLite) RevokeAgent(ctx context.Context, name string, at time.Time) error {
 	res, err := s.w.ExecContext(ctx, `UPDATE agents SET revoked_at = ? WHERE name = ? AND revoked_at = 0`, ms(at), name)
 	if err != nil {

@@ -42,6 +42,12 @@ type Store interface {
 	// Agent returns the enrolled agent with that name.
 	Agent(ctx context.Context, name string) (Agent, error)
 	Agents(ctx context.Context) ([]Agent, error)
+	// AgentsStamp changes whenever an agent is enrolled, enrolled again
+	// or revoked, in this process or any other: a cheap read that tells
+	// whether what Agents answered is still so for names and revocations
+	// (an agent enrolled again within the same millisecond with a new
+	// serial alone may keep the stamp).
+	AgentsStamp(ctx context.Context) (AgentsStamp, error)
 	// RevokeAgent marks the agent's certificate revoked; its streams are refused.
 	RevokeAgent(ctx context.Context, name string, at time.Time) error
 
@@ -295,3 +301,7 @@ func Open(ctx context.Context, url, dir string) (Store, error) {
 	}
 	return nil, fmt.Errorf("store URL %s: want postgres://USER:PASSWORD@HOST:PORT/DATABASE, or none for the embedded SQLite in the data directory", RedactURL(url))
 }
+
+// AgentsStamp is the count of the enrolled agents and the sums of their
+// enrollment and revocation times (Unix ms).
+type AgentsStamp struct{ N, Enrolled, Revoked int64 }
