@@ -65,8 +65,8 @@ func agentsRows(r agentsRun) []Row {
 		{Name: "coordinator RSS per agent, " + size, Unit: "KiB", Value: round3(perAgent), Notes: fmt.Sprintf(
 			"(median VmRSS over the %d s window with %s connected, %.1f MiB, − median VmRSS of the same process before any agent enrolled, %.1f MiB over %d s) ÷ %d; "+
 				"largest sample %.1f MiB. Of it, anonymous memory (RssAnon: heap, stacks) %.1f KiB per agent. The coordinator then held %d open files and %d threads. "+
-				"The driver holding all %d simulated agents used %.1f MiB itself. %s",
-			r.Seconds, size, mib(c.RSS), mib(b.RSS), r.BaselineSeconds, r.Agents, mib(c.RSSMax), anonPerAgent, r.CoordinatorFDs, c.Threads, r.Agents, mib(r.Driver.RSS), noPeer)},
+				"The driver holding all %d simulated agents used %.1f MiB itself. %s%s",
+			r.Seconds, size, mib(c.RSS), mib(b.RSS), r.BaselineSeconds, r.Agents, mib(c.RSSMax), anonPerAgent, r.CoordinatorFDs, c.Threads, r.Agents, mib(r.Driver.RSS), windowEnds(r), noPeer)},
 		{Name: "coordinator CPU per 1,000 agents, " + size, Unit: "ms/s", Value: round3(cpuPer1000(c, b, r.Seconds, r.BaselineSeconds, r.Agents)), Notes: fmt.Sprintf(
 			"CPU time (all threads' schedstat) per second of the %d s window, less the %.2f ms/s of the same process with no agents, per 1,000 agents. "+
 				"In all %.1f%% of one CPU for %s, which sent %d heartbeats and %d CPU/memory changes in the window (%.0f messages/s, %.0f µs of coordinator CPU each). "+
@@ -133,6 +133,14 @@ func within(r Row, limit float64, unit string) Row {
 	r.aim = fmt.Sprintf("aim %s (≤ %s %s)", verdict, fmtNum(limit), unit)
 	r.Notes = r.aim + ". " + r.Notes
 	return r
+}
+
+// windowEnds says how many streams ended during the window, if any did.
+func windowEnds(r agentsRun) string {
+	if r.ReconnectsInWindow == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d of the %d streams ended during the window and reconnected (%s). ", r.ReconnectsInWindow, r.Agents, strings.Join(r.WindowEnds, "; "))
 }
 
 // agentsMethod says how the simulated fleets were run.

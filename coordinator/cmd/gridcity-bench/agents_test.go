@@ -319,3 +319,15 @@ func TestSourceAddr(t *testing.T) {
 		}
 	}
 }
+
+func TestTolerated(t *testing.T) {
+	for n, want := range map[int]int64{20: 0, 1000: 0, 4999: 0, 10000: 2, 18000: 3, 50000: 10} {
+		if got := tolerated(n); got != want {
+			t.Errorf("tolerated(%d) = %d; want %d", n, got, want)
+		}
+	}
+	r := agentsRun{Agents: 18000, ReconnectsInWindow: 2, WindowEnds: []string{"2× Unavailable: error reading from server: EOF"}}
+	if got := windowEnds(r); !strings.Contains(got, "2 of the 18000 streams ended") || !strings.Contains(got, "EOF") {
+		t.Errorf("windowEnds = %q", got)
+	}
+}
