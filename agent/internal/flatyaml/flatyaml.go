@@ -380,6 +380,10 @@ func (p *parser) scalar(n int, t string, inFlow bool) (Value, string, error) {
 			end = i
 			break
 		}
+		if inFlow && strings.ContainsRune("?&*!|>'\"%@`", rune(c)) {
+			// YAML's flow lists read some of these apart from the item.
+			return Value{}, "", p.unsupported(n, fmt.Sprintf("%q in an unquoted list item (quote it)", c))
+		}
 	}
 	s := strings.TrimRight(t[:end], " ")
 	v := Value{Line: n, Text: s}
