@@ -65,7 +65,7 @@ GRIDCITY_AGENT_JOIN). GRIDCITY_<FLAG> names are the coordinator's and are ignore
 // Its live heap is under 1 MiB and grows by a few KiB a second, so Go's
 // default (100, with a 4 MiB minimum) lets garbage reach 4 MiB between
 // collections, several times the live heap, all of it resident; at 25 a
-// collection comes every half minute or so and costs about a millisecond.
+// collection comes about once a minute and costs about a millisecond.
 const gcPercent = 25
 
 func main() {
