@@ -19,11 +19,15 @@ all: build
 # in): the agent's resident memory follows the size of its binary.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BUILDFLAGS := -trimpath -tags grpcnotrace -ldflags "-s -w -X main.version=$(VERSION)"
+# The agent's dependencies and the standard library are compiled without
+# inlining: 0.8 MB less binary, and so resident memory, for a process that
+# works a few milliseconds every 5 s. Its own code and the runtime keep it.
+AGENT_BUILDFLAGS := $(BUILDFLAGS) -gcflags=all=-l -gcflags=runtime= -gcflags=github.com/gridcity/gridcity/...=
 
 build:
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o $(BIN)/gridcity ./coordinator/cmd/gridcity
-	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o $(BIN)/gridcity-agent ./agent/cmd/gridcity-agent
+	CGO_ENABLED=0 $(GO) build $(AGENT_BUILDFLAGS) -o $(BIN)/gridcity-agent ./agent/cmd/gridcity-agent
 
 # package: dist/gridcity_VERSION_ARCH.deb, dist/gridcity-agent_VERSION_ARCH.deb and the .rpm
 # files (gridcity-VERSION-1.x86_64.rpm, …) for amd64 and arm64, with nfpm at a pinned version

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/user"
 
-	"go.yaml.in/yaml/v3"
+	"github.com/gridcity/gridcity/agent/internal/flatyaml"
 )
 
 // Config is the agent's configuration: the YAML file given with --config,
@@ -46,12 +44,48 @@ func LoadConfig(path string) (Config, error) {
 	if err != nil {
 		return cfg, fmt.Errorf("read config: %w", err)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+	if err := cfg.decode(b); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", path, err)
 	}
 	return cfg, nil
+}
+
+// decode sets the settings the YAML in b gives (a key set to nothing or
+// null leaves its setting as it was, but for authLogs, which it empties).
+func (c *Config) decode(b []byte) error {
+	fields, err := flatyaml.Parse(b)
+	if err != nil {
+		return err
+	}
+	strs := map[string]*string{"name": &c.Name, "district": &c.District, "runAs": &c.RunAs}
+	bools := map[string]*bool{"commands": &c.Commands, "probes": &c.Probes}
+	for _, f := range fields {
+		switch s, b := strs[f.Key], bools[f.Key]; {
+		case s != nil:
+			v, set, err := f.Value.String()
+			if err != nil {
+				return fmt.Errorf("%s: %w", f.Key, err)
+			}
+			if set {
+				*s = v
+			}
+		case b != nil:
+			v, set, err := f.Value.Bool()
+			if err != nil {
+				return fmt.Errorf("%s: %w", f.Key, err)
+			}
+			if set {
+				*b = v
+			}
+		case f.Key == "authLogs":
+			if c.AuthLogs, err = f.Value.Strings(); err != nil {
+				return fmt.Errorf("%s: %w", f.Key, err)
+			}
+		default:
+			return fmt.Errorf("line %d: unknown setting %q (the settings are name, district, runAs, commands, probes and authLogs)", f.Value.Line, f.Key)
+		}
+	}
+	return nil
 }
 
 // Validate checks the configuration.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/netip"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -225,7 +226,12 @@ func (a *Aggregate) evictConns(now time.Time, t int64) {
 	for pid, c := range a.conns {
 		all = append(all, pc{pid, c.last})
 	}
-	slices.SortFunc(all, func(x, y pc) int { return cmp.Or(cmp.Compare(x.last, y.last), cmp.Compare(x.pid, y.pid)) })
+	// sort.Slice, not slices.SortFunc, here and below: a SortFunc over a
+	// struct type compiles a sorter of its own, about 10 KiB of the binary;
+	// every order here is total, so the result is the same.
+	sort.Slice(all, func(i, j int) bool {
+		return cmp.Or(cmp.Compare(all[i].last, all[j].last), cmp.Compare(all[i].pid, all[j].pid)) < 0
+	})
 	for _, p := range all[:len(all)/4] {
 		a.finish(now, p.pid, a.conns[p.pid])
 	}
@@ -437,7 +443,9 @@ func (s *source) report() *gridcityv1.AuthSource {
 	for name, u := range s.users {
 		names = append(names, nc{name, u.n})
 	}
-	slices.SortFunc(names, func(x, y nc) int { return cmp.Or(cmp.Compare(y.n, x.n), strings.Compare(x.name, y.name)) })
+	sort.Slice(names, func(i, j int) bool {
+		return cmp.Or(cmp.Compare(names[j].n, names[i].n), strings.Compare(names[i].name, names[j].name)) < 0
+	})
 	for _, u := range names[:min(len(names), reportedUsers)] {
 		r.Users = append(r.Users, u.name)
 	}
@@ -531,14 +539,14 @@ func (a *Aggregate) save() savedAggregate {
 		for name, u := range s.users {
 			ss.Users = append(ss.Users, savedUser{Name: name, N: u.n, Hour: u.hour})
 		}
-		slices.SortFunc(ss.Users, func(x, y savedUser) int { return strings.Compare(x.Name, y.Name) })
+		sort.Slice(ss.Users, func(i, j int) bool { return ss.Users[i].Name < ss.Users[j].Name })
 		for k, h := range s.others {
 			ss.Others = append(ss.Others, [2]int64{int64(k), h})
 		}
-		slices.SortFunc(ss.Others, func(x, y [2]int64) int { return cmp.Compare(x[0], y[0]) })
+		sort.Slice(ss.Others, func(i, j int) bool { return ss.Others[i][0] < ss.Others[j][0] })
 		out.Sources = append(out.Sources, ss)
 	}
-	slices.SortFunc(out.Sources, func(x, y savedSource) int { return strings.Compare(x.Addr, y.Addr) })
+	sort.Slice(out.Sources, func(i, j int) bool { return out.Sources[i].Addr < out.Sources[j].Addr })
 	for pid, c := range a.conns {
 		sc := savedConn{PID: pid, User: c.user, HasUser: c.hasUser, Invalid: c.invalid, Accepted: c.accepted, Ended: c.ended, Noted: c.noted,
 			Failed: c.failed, PAMErrors: c.pamErrors, PAMTotal: c.pamTotal, Counted: c.counted, Last: c.last}
@@ -547,7 +555,7 @@ func (a *Aggregate) save() savedAggregate {
 		}
 		out.Conns = append(out.Conns, sc)
 	}
-	slices.SortFunc(out.Conns, func(x, y savedConn) int { return cmp.Compare(x.PID, y.PID) })
+	sort.Slice(out.Conns, func(i, j int) bool { return out.Conns[i].PID < out.Conns[j].PID })
 	return out
 }
 

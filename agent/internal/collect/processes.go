@@ -6,6 +6,7 @@ import (
 	"iter"
 	"math"
 	"slices"
+	"sort"
 	"strconv"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
@@ -207,7 +208,10 @@ func topProcesses(cur []procStat, prev map[int32]procPrev, prevWhole bool, elaps
 	}
 	var picked []scored
 	pick := func(cmpf func(a, b scored) int, has func(scored) bool) {
-		slices.SortFunc(all, cmpf)
+		// sort.Slice, not slices.SortFunc: a SortFunc over a struct type
+		// compiles a sorter of its own, about 10 KiB of the binary; pids
+		// are unique, so the order is the same.
+		sort.Slice(all, func(i, j int) bool { return cmpf(all[i], all[j]) < 0 })
 		n := 0
 		for _, s := range all {
 			if n == gridcityv1.TopProcesses || !has(s) {

@@ -9,7 +9,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/godbus/dbus/v5"
+	"github.com/gridcity/gridcity/agent/internal/sysbus"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 )
@@ -45,17 +45,9 @@ func (c *unitsCollector) update(ctx context.Context, out *gridcityv1.StateUpdate
 	return nil
 }
 
-// listedUnit is one entry of ListUnits' a(ssssssouso).
-type listedUnit struct {
-	Name, Description, LoadState, ActiveState, SubState, Following string
-	Path                                                           dbus.ObjectPath
-	JobID                                                          uint32
-	JobType                                                        string
-	JobPath                                                        dbus.ObjectPath
-}
-
 const (
 	systemdDest    = "org.freedesktop.systemd1"
+	systemdPath    = "/org/freedesktop/systemd1"
 	systemdManager = "org.freedesktop.systemd1.Manager"
 	systemdUnit    = "org.freedesktop.systemd1.Unit"
 )
@@ -63,63 +55,103 @@ const (
 // fetchFailedUnits lists the failed units and when each failed. Only this
 // talks to D-Bus; failedUnits makes the section.
 func fetchFailedUnits(ctx context.Context, addr string) ([]unitStatus, error) {
-	var (
-		conn *dbus.Conn
-		err  error
-	)
 	if addr == "" {
-		conn, err = dbus.ConnectSystemBus(dbus.WithContext(ctx))
-	} else {
-		conn, err = dbus.Connect(addr, dbus.WithContext(ctx))
+		a, err := sysbus.SystemBusAddress()
+		if err != nil {
+			return nil, fmt.Errorf("system bus: %w", err)
+		}
+		addr = a
 	}
+	conn, err := sysbus.Connect(ctx, addr)
 	if err != nil {
 		return nil, fmt.Errorf("system bus: %w", err)
 	}
 	defer conn.Close()
 
-	mgr := conn.Object(systemdDest, "/org/freedesktop/systemd1")
-	var listed []listedUnit
-	err = mgr.CallWithContext(ctx, systemdManager+".ListUnitsFiltered", 0, []string{"failed"}).Store(&listed)
-	var dbusErr dbus.Error
-	if errors.As(err, &dbusErr) && dbusErr.Name == "org.freedesktop.DBus.Error.UnknownMethod" {
+	reply, err := conn.Call(systemdDest, systemdPath, systemdManager, "ListUnitsFiltered", []string{"failed"})
+	var busErr *sysbus.Error
+	if errors.As(err, &busErr) && busErr.Name == "org.freedesktop.DBus.Error.UnknownMethod" {
 		// systemd before 230 has no filter; failedUnits filters instead.
-		err = mgr.CallWithContext(ctx, systemdManager+".ListUnits", 0).Store(&listed)
+		reply, err = conn.Call(systemdDest, systemdPath, systemdManager, "ListUnits")
 	}
+	if err != nil {
+		return nil, fmt.Errorf("systemd list units: %w", err)
+	}
+	listed, err := listedUnits(reply)
 	if err != nil {
 		return nil, fmt.Errorf("systemd list units: %w", err)
 	}
 
 	var raw []unitStatus
 	for _, l := range listed {
-		if l.ActiveState != "failed" {
+		if l.activeState != "failed" {
 			continue
 		}
 		if len(raw) == maxFailedUnits {
 			break
 		}
-		obj := conn.Object(systemdDest, l.Path)
 		st := unitStatus{
-			Name:            l.Name,
-			Description:     l.Description,
-			ActiveState:     l.ActiveState,
-			SubState:        l.SubState,
-			StateChangeUsec: unitTimestamp(ctx, obj, "StateChangeTimestamp"),
+			Name:            l.name,
+			Description:     l.description,
+			ActiveState:     l.activeState,
+			SubState:        l.subState,
+			StateChangeUsec: unitTimestamp(conn, l.path, "StateChangeTimestamp"),
 		}
 		if st.StateChangeUsec == 0 {
-			st.InactiveEnterUsec = unitTimestamp(ctx, obj, "InactiveEnterTimestamp")
+			st.InactiveEnterUsec = unitTimestamp(conn, l.path, "InactiveEnterTimestamp")
 		}
 		raw = append(raw, st)
 	}
 	return raw, nil
 }
 
+// listedUnit is what the agent reads of an entry of ListUnits'
+// a(ssssssouso): name, description, load, active and sub state, following,
+// object path, job id, job type, job path.
+type listedUnit struct {
+	name, description, activeState, subState string
+	path                                     string
+}
+
+func listedUnits(reply []any) ([]listedUnit, error) {
+	if len(reply) != 1 {
+		return nil, fmt.Errorf("reply of %d values, want 1", len(reply))
+	}
+	entries, ok := reply[0].([]any)
+	if !ok {
+		return nil, fmt.Errorf("reply of %T, want a list of units", reply[0])
+	}
+	out := make([]listedUnit, 0, len(entries))
+	for _, e := range entries {
+		f, ok := e.([]any)
+		if !ok || len(f) != 10 {
+			return nil, errors.New("a unit is not (ssssssouso)")
+		}
+		var u listedUnit
+		var p sysbus.ObjectPath
+		if u.name, ok = f[0].(string); !ok {
+			return nil, errors.New("a unit's name is not a string")
+		}
+		u.description, _ = f[1].(string)
+		u.activeState, _ = f[3].(string)
+		u.subState, _ = f[4].(string)
+		if p, ok = f[6].(sysbus.ObjectPath); !ok {
+			return nil, errors.New("a unit's path is not an object path")
+		}
+		u.path = string(p)
+		out = append(out, u)
+	}
+	return out, nil
+}
+
 // unitTimestamp reads a unit's timestamp property, 0 when systemd lacks it:
 // a missing time costs the since field, not the unit.
-func unitTimestamp(ctx context.Context, obj dbus.BusObject, prop string) uint64 {
-	var v dbus.Variant
-	if err := obj.CallWithContext(ctx, "org.freedesktop.DBus.Properties.Get", 0, systemdUnit, prop).Store(&v); err != nil {
+func unitTimestamp(conn *sysbus.Conn, path, prop string) uint64 {
+	reply, err := conn.Call(systemdDest, path, "org.freedesktop.DBus.Properties", "Get", systemdUnit, prop)
+	if err != nil || len(reply) != 1 {
 		return 0
 	}
-	t, _ := v.Value().(uint64)
+	v, _ := reply[0].(sysbus.Variant)
+	t, _ := v.Value.(uint64)
 	return t
 }
