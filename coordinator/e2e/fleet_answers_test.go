@@ -156,11 +156,12 @@ func TestFiftyRealAgents(t *testing.T) {
 		if fill == "" {
 			t.Skip("needs root for a loop device (make e2e as root runs it)")
 		}
-		var disk struct {
+		type diskAnswer struct {
 			Mount, FullIn, FullAt, Note string
 			UsedPercent, TrendPerHour   float64
 			NotFilling                  bool
 		}
+		var disk diskAnswer
 		var points int
 		// Two one-minute buckets are needed for a trend: at most two
 		// minutes after the filling starts, plus the agents' medium tick.
@@ -181,6 +182,9 @@ func TestFiftyRealAgents(t *testing.T) {
 				}
 			}
 			for _, d := range out.Disks {
+				// Each answer afresh: notFilling is left out when false,
+				// so an earlier answer's true would otherwise stay.
+				disk = diskAnswer{}
 				json.Unmarshal(d, &disk)
 				if disk.Mount == fill {
 					if disk.FullIn == "" {
