@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,6 +85,26 @@ probes: {interval: 1s, timeout: 500ms, failuresBeforeTroubled: 2}
 		return nil
 	})
 	t.Logf("the incident was on every replica %s after the service stopped", time.Since(stopped).Round(time.Millisecond))
+
+	// diagnose on a replica that does not hold web-1's stream still asks
+	// web-1's agent: through the store, of the replica that holds it.
+	for _, c := range replicas {
+		if c == follower {
+			continue
+		}
+		eventually(t, 20*time.Second, "diagnose queue on replica "+c.grpc+" asks web-1's agent", func() error {
+			rep, raw, err := diagnose(sessions[c], "queue")
+			if err != nil {
+				return err
+			}
+			for _, a := range rep.Attempts {
+				if a.From == "web-1" && a.Answered && !a.OK && strings.Contains(a.Reason, "refused") {
+					return nil
+				}
+			}
+			return fmt.Errorf("no refused attempt from web-1's agent in:\n%s", raw)
+		})
+	}
 
 	// The leader dies; a survivor leads.
 	killed := time.Now()

@@ -257,7 +257,15 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if shared {
 		lead = replicas.NewLeader(logger)
 		leads = lead.Leads
-		prober.Share(resources.Shared{Store: st, Replica: heart.ID(), Leads: lead.Leads, Changed: lead.Changed})
+		// diagnose's on-demand probes from an agent another replica holds
+		// are asked of that replica through the store.
+		heldBy := func(server string) string {
+			if info := fl.ServerInfo(server); !info.Online {
+				return info.Replica
+			}
+			return ""
+		}
+		prober.Share(resources.Shared{Store: st, Replica: heart.ID(), Leads: lead.Leads, Changed: lead.Changed, Asks: st, HeldBy: heldBy})
 	}
 	tracker := incidents.New(st, func() (graph.Report, error) {
 		g, err := topo.Graph()
@@ -316,6 +324,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	wg.Go(func() { cmds.Run(ctx) })
 	if shared { // changes other replicas make, as they commit
 		wg.Go(func() { pg.Listen(ctx, store.RequestsChannel, logger, func(id string) { cmds.Changed(ctx, id) }) })
+		wg.Go(func() { pg.Listen(ctx, store.ProbesChannel, logger, prober.Notified) })
 	}
 	wg.Go(func() { prober.Run(ctx) })
 	if shared {

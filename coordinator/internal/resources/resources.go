@@ -15,8 +15,6 @@ package resources
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -124,6 +122,8 @@ type Prober struct {
 	dirty  map[checkKey]bool
 	// metrics counts the checks recorded here (nil: none).
 	metrics *telemetry.Metrics
+	// asks are the on-demand probes asked of, or by, other replicas.
+	asks *asks
 }
 
 // Version changes whenever a resource's status, trouble, reason or since
@@ -142,7 +142,7 @@ type resource struct {
 func New(cfg *config.Config, logger *slog.Logger) *Prober {
 	p := &Prober{cfg: cfg, logger: logger, now: time.Now, states: map[string]*resource{},
 		assigned: map[string][]*gridcityv1.ProbeSpec{}, waiters: map[string]chan Check{}, kick: make(chan struct{}, 1),
-		recheck: make(chan struct{}, 1)}
+		recheck: make(chan struct{}, 1), asks: newAsks()}
 	for _, r := range cfg.Resources {
 		name := r.Name
 		if name == "" {
@@ -178,6 +178,7 @@ func (p *Prober) Run(ctx context.Context) {
 	wg.Go(func() { p.assignLoop(ctx) })
 	wg.Go(func() { p.recheckLoop(ctx) })
 	wg.Go(func() { p.shareLoop(ctx) })
+	wg.Go(func() { p.answerLoop(ctx) })
 	for _, r := range p.cfg.Resources {
 		interval, timeout := p.timing(r)
 		wg.Go(func() {
@@ -638,16 +639,24 @@ var ErrNoAnswer = errors.New("the agent did not answer the probe in time")
 // ProbeFrom asks a server's agent to probe engine/target once now and
 // waits for its answer (for diagnose: "is it reachable from where it is
 // used?"). It changes nothing: a probe is a read-only connection attempt.
+// With several replicas, an agent whose stream another replica holds is
+// asked through that replica (see ask.go).
 func (p *Prober) ProbeFrom(ctx context.Context, server, engine, target string, timeout time.Duration) (Check, error) {
+	if s, holder := p.holder(server); holder != "" {
+		return p.askHolder(ctx, s, holder, server, engine, target, timeout)
+	}
+	return p.probeLocal(ctx, server, engine, target, timeout)
+}
+
+// probeLocal asks the agent of a server whose stream this replica holds.
+func (p *Prober) probeLocal(ctx context.Context, server, engine, target string, timeout time.Duration) (Check, error) {
 	p.mu.RLock()
 	agents := p.agents
 	p.mu.RUnlock()
 	if agents == nil {
 		return Check{}, errors.New("no agents are connected to this prober")
 	}
-	var b [8]byte
-	rand.Read(b[:])
-	id := "now-" + hex.EncodeToString(b[:])
+	id := probeID()
 	w := make(chan Check, 1)
 	key := server + "\x00" + id
 	p.mu.Lock()

@@ -34,6 +34,12 @@ type Shared struct {
 	Changed func() <-chan struct{}
 	// Every is how often checks are written and read (default a second).
 	Every time.Duration
+	// Asks, with HeldBy, lets diagnose's on-demand probes reach agents
+	// whose streams other replicas hold (see ask.go); nil: only this
+	// replica's agents are asked.
+	Asks AskStore
+	// HeldBy names the replica holding server's stream ("" for none).
+	HeldBy func(server string) string
 }
 
 // shareWindow is how far back a read of the shared checks reaches: older

@@ -185,28 +185,8 @@ func TestReplicaHandoffKey(t *testing.T) {
 // with the request's id; a listener says when it (re)connects with "".
 func TestPostgresNotifiesRequestChanges(t *testing.T) {
 	s := openPostgres(t, pgtest.Database(t))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	got := make(chan string, 16)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.Listen(ctx, RequestsChannel, slog.New(slog.NewTextHandler(io.Discard, nil)), func(p string) { got <- p })
-	}()
-	defer func() { cancel(); <-done }()
-	next := func(what string) string {
-		t.Helper()
-		select {
-		case p := <-got:
-			return p
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no notification: %s", what)
-			return ""
-		}
-	}
-	if p := next("listening"); p != "" {
-		t.Fatalf("first call %q; want \"\" (listening)", p)
-	}
+	next := listenTo(t, s, RequestsChannel)
+	ctx := context.Background()
 	now := time.Now()
 	r := newRequest(t, s, "cmd_n", "laptop", now)
 	if p := next("created"); p != "cmd_n" {
@@ -229,4 +209,32 @@ func TestPostgresNotifiesRequestChanges(t *testing.T) {
 	if p := next("listening again"); p != "" {
 		t.Fatalf("after the connection broke: %q; want \"\" (listening again)", p)
 	}
+}
+
+// listenTo listens on channel until the test ends, once the listener says
+// it listens; next returns the next payload, failing the test after 10 s.
+func listenTo(t *testing.T, s *Postgres, channel string) (next func(what string) string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan string, 16)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Listen(ctx, channel, slog.New(slog.NewTextHandler(io.Discard, nil)), func(p string) { got <- p })
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	next = func(what string) string {
+		t.Helper()
+		select {
+		case p := <-got:
+			return p
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no notification on %s: %s", channel, what)
+			return ""
+		}
+	}
+	if p := next("listening"); p != "" {
+		t.Fatalf("first call %q; want \"\" (listening)", p)
+	}
+	return next
 }

@@ -346,3 +346,38 @@ func (o *Observed) ProbeChecks(ctx context.Context, since time.Time) ([]ProbeChe
 	o.done("ProbeChecks", start, err)
 	return v, err
 }
+
+func (o *Observed) AskProbe(ctx context.Context, a ProbeAsk) error {
+	start := time.Now()
+	err := o.s.AskProbe(ctx, a)
+	o.done("AskProbe", start, err)
+	return err
+}
+
+func (o *Observed) ProbeAsks(ctx context.Context, replica string) ([]ProbeAsk, error) {
+	start := time.Now()
+	v, err := o.s.ProbeAsks(ctx, replica)
+	o.done("ProbeAsks", start, err)
+	return v, err
+}
+
+func (o *Observed) AnswerProbe(ctx context.Context, a ProbeAsk) error {
+	start := time.Now()
+	err := o.s.AnswerProbe(ctx, a)
+	o.done("AnswerProbe", start, err)
+	return err
+}
+
+func (o *Observed) ProbeAnswer(ctx context.Context, id string) (ProbeAsk, error) {
+	start := time.Now()
+	v, err := o.s.ProbeAnswer(ctx, id)
+	o.done("ProbeAnswer", start, err)
+	return v, err
+}
+
+func (o *Observed) ForgetProbeAsk(ctx context.Context, id string) error {
+	start := time.Now()
+	err := o.s.ForgetProbeAsk(ctx, id)
+	o.done("ForgetProbeAsk", start, err)
+	return err
+}

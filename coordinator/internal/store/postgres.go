@@ -151,6 +151,9 @@ var pgMigrations = []string{
 	// 5: each vantage point's latest check of a resource, shared by the
 	// replicas (see probechecks.go).
 	probeChecksTable,
+	// 6: on-demand probes one replica asks of the replica holding the
+	// agent (see probeasks.go).
+	probeAsksTable,
 }
 
 // IsPostgresURL says whether a store URL names a PostgreSQL database.

@@ -179,6 +179,9 @@ var migrations = []string{
 	// 11: each vantage point's latest check of a resource, shared by the
 	// replicas (see probechecks.go).
 	probeChecksTable,
+	// 12: on-demand probes one replica asks of the replica holding the
+	// agent (see probeasks.go).
+	probeAsksTable,
 }
 
 // OpenSQLite opens (creating if needed) the store at dir/gridcity.db.

@@ -180,6 +180,19 @@ type Store interface {
 	// ProbeChecks returns the checks made at or after since, by resource
 	// and vantage point.
 	ProbeChecks(ctx context.Context, since time.Time) ([]ProbeCheck, error)
+	// AskProbe records a replica's ask of another for a probe from an
+	// agent whose stream that one holds (see ProbeAsk), and forgets asks
+	// older than ProbeAsksKept before it was asked.
+	AskProbe(ctx context.Context, a ProbeAsk) error
+	// ProbeAsks returns the unanswered asks of replica, oldest first.
+	ProbeAsks(ctx context.Context, replica string) ([]ProbeAsk, error)
+	// AnswerProbe writes the answer to ask a.ID (a's Status, Reason,
+	// Latency and Metrics); ErrNotFound when it is gone or answered.
+	AnswerProbe(ctx context.Context, a ProbeAsk) error
+	// ProbeAnswer returns ask id as it stands; ErrNotFound when gone.
+	ProbeAnswer(ctx context.Context, id string) (ProbeAsk, error)
+	// ForgetProbeAsk deletes ask id, answered or not.
+	ForgetProbeAsk(ctx context.Context, id string) error
 }
 
 // Incident is one spell of a target being a root cause.
