@@ -84,6 +84,8 @@ type Store interface {
 	Requests(ctx context.Context, limit int, statuses ...string) ([]store.RequestRecord, error)
 	// AppendAudit writes one audit row for a step that changes nothing else.
 	AppendAudit(ctx context.Context, e store.AuditEntry) error
+	// AppendAuditOnce writes it unless the request has a row of its step.
+	AppendAuditOnce(ctx context.Context, e store.AuditEntry) (bool, error)
 	Audit(ctx context.Context, requestID string, limit int) ([]store.AuditEntry, error)
 }
 
@@ -322,20 +324,14 @@ func (s *Service) list(ctx context.Context, limit int, statuses ...string) ([]Re
 	return out, nil
 }
 
-// MarkShown records, once per request, that an approver saw its card.
+// MarkShown records, once per request, that an approver saw its card:
+// once across replicas too, whichever app showed it first.
 func (s *Service) MarkShown(ctx context.Context, id, approver string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	entries, err := s.store.Audit(ctx, id, 100)
+	e, err := s.entry(id, step{name: "shown", actor: "approver:" + approver})
+	if err == nil {
+		_, err = s.store.AppendAuditOnce(ctx, e)
+	}
 	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		if e.Step == "shown" {
-			return
-		}
-	}
-	if err := s.audit(ctx, id, step{name: "shown", actor: "approver:" + approver}); err != nil {
 		s.logger.Error("audit shown", "request", id, "err", err)
 	}
 }

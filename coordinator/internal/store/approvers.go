@@ -150,6 +150,21 @@ func (s *SQLite) AppendAudit(ctx context.Context, e AuditEntry) error {
 	return appendAudit(ctx, s.w, e)
 }
 
+// auditOnce inserts an audit row unless its request has one of its step.
+const auditOnce = `INSERT INTO audit(at, request_id, step, actor, detail) SELECT $1,$2,$3,$4,$5
+		WHERE NOT EXISTS (SELECT 1 FROM audit WHERE request_id = $2 AND step = $3)`
+
+// AppendAuditOnce is one statement in SQLite's single writer: nothing
+// can write between its check and its insert.
+func (s *SQLite) AppendAuditOnce(ctx context.Context, e AuditEntry) (bool, error) {
+	res, err := s.w.ExecContext(ctx, auditOnce, ms(e.At), e.RequestID, e.Step, e.Actor, e.Detail)
+	if err != nil {
+		return false, fmt.Errorf("write audit row (%s %s): %w", e.Step, e.RequestID, err)
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
 // execer is a connection or a transaction.
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)

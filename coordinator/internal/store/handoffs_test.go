@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -237,4 +238,43 @@ func listenTo(t *testing.T, s *Postgres, channel string) (next func(what string)
 		t.Fatalf("first call %q; want \"\" (listening)", p)
 	}
 	return next
+}
+
+// A card shown on two coordinators' apps at once is audited once: of many
+// concurrent AppendAuditOnce of one step, exactly one writes; other steps
+// and other requests are not held back.
+func TestAppendAuditOnceAcrossCoordinators(t *testing.T) {
+	eachPlace(t, func(t *testing.T, open func(testing.TB) Store) {
+		ctx := context.Background()
+		a, b := open(t), open(t)
+		now := time.UnixMilli(1_700_000_000_000)
+		for i := range 5 {
+			id := fmt.Sprint("cmd_", i)
+			newRequest(t, a, id, "laptop", now)
+			var wg sync.WaitGroup
+			wrote := make([]bool, 6)
+			start := make(chan struct{})
+			for j := range wrote {
+				s := []Store{a, b}[j%2]
+				wg.Go(func() {
+					<-start
+					var err error
+					if wrote[j], err = s.AppendAuditOnce(ctx, step(id, "shown", fmt.Sprintf(`{"by":%d}`, j))); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			if n := len(slices.DeleteFunc(wrote, func(w bool) bool { return !w })); n != 1 {
+				t.Fatalf("%d of 6 said they wrote the shown row; want one", n)
+			}
+			if ok, err := b.AppendAuditOnce(ctx, step(id, "dispatched", "{}")); err != nil || !ok {
+				t.Fatalf("another step after shown: %v, %v; want it written", ok, err)
+			}
+			if got := auditSteps(t, a, id); got != "requested,shown,dispatched" {
+				t.Fatalf("audit %q; want requested,shown,dispatched: shown once", got)
+			}
+		}
+	})
 }

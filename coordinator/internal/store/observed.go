@@ -381,3 +381,10 @@ func (o *Observed) ForgetProbeAsk(ctx context.Context, id string) error {
 	o.done("ForgetProbeAsk", start, err)
 	return err
 }
+
+func (o *Observed) AppendAuditOnce(ctx context.Context, e AuditEntry) (bool, error) {
+	start := time.Now()
+	v, err := o.s.AppendAuditOnce(ctx, e)
+	o.done("AppendAuditOnce", start, err)
+	return v, err
+}

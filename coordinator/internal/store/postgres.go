@@ -638,6 +638,25 @@ func (p *Postgres) Requests(ctx context.Context, limit int, statuses ...string) 
 	return pgList(ctx, p, scanRequest, q+` ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT $1`, args...)
 }
 
+// AppendAuditOnce holds a transaction lock on the request and step, so
+// that two coordinators checking at once write one row: the second waits
+// for the first's commit, then finds its row.
+func (p *Postgres) AppendAuditOnce(ctx context.Context, e AuditEntry) (bool, error) {
+	var written bool
+	err := p.pool.BeginFunc(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('gridcity audit once'), hashtext($1 || chr(1) || $2))`, e.RequestID, e.Step); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, auditOnce, ms(e.At), e.RequestID, e.Step, e.Actor, nonNil(e.Detail))
+		written = tag.RowsAffected() > 0
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("write audit row (%s %s): %w", e.Step, e.RequestID, err)
+	}
+	return written, nil
+}
+
 func (p *Postgres) AppendAudit(ctx context.Context, e AuditEntry) error {
 	if _, err := p.pool.Exec(ctx, pgInsertAudit, ms(e.At), e.RequestID, e.Step, e.Actor, nonNil(e.Detail)); err != nil {
 		return fmt.Errorf("write audit row (%s %s): %w", e.Step, e.RequestID, err)

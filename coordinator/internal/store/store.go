@@ -129,6 +129,10 @@ type Store interface {
 	// AppendAudit writes one audit row for a step that changes nothing
 	// else (a card shown, a command accepted); callers stop when it fails.
 	AppendAudit(ctx context.Context, e AuditEntry) error
+	// AppendAuditOnce writes e unless e's request already has a row of
+	// e's step, atomically across coordinators sharing the store; written
+	// says whether it did.
+	AppendAuditOnce(ctx context.Context, e AuditEntry) (written bool, err error)
 	// Audit lists audit rows in order, for one request when requestID is set.
 	Audit(ctx context.Context, requestID string, limit int) ([]AuditEntry, error)
 
