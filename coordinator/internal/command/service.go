@@ -435,6 +435,31 @@ func (s *Service) handoff(ctx context.Context, r Request, info ServerInfo, a App
 	return nil, fmt.Errorf("the coordinator holding the agent of %s (%s) has stopped; the agent reconnects to another within its backoff", r.Server, info.HeldBy)
 }
 
+// handOn hands an approved request on to the replica that holds its
+// agent now: the agent moved between the approval (or the hand-off to
+// this replica) and the dispatch. Its secrets are sealed to that replica
+// as an approval made here would be; the request stays approved and the
+// sweep's limits still count from the approval, so a request that keeps
+// chasing a moving agent ends failed, never late. Called with s.mu held.
+func (s *Service) handOn(ctx context.Context, r Request, info ServerInfo, a Approval) (Request, error) {
+	h, err := s.handoff(ctx, r, info, a)
+	if err != nil {
+		return s.fail(ctx, r, "not dispatched: the agent moved to another coordinator, and the command could not be handed on to it ("+err.Error()+"); nothing ran; ask again"), nil
+	}
+	body, entries, err := s.record(r, step{name: "handed on", actor: "coordinator", detail: map[string]any{"server": r.Server, "to": info.HeldBy}})
+	if err != nil {
+		return r, err
+	}
+	if err := s.store.SwapRequestAudited(ctx, string(StatusApproved), body, h, entries...); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			cur, _ := s.decided(ctx, r.ID, err)
+			return cur, nil
+		}
+		return s.fail(ctx, r, "not dispatched: the agent moved to another coordinator, and the hand-off could not be written ("+err.Error()+"); nothing ran; ask again"), nil
+	}
+	return r, nil
+}
+
 // notDispatched is what did not happen when the store went away between
 // the approval and the dispatch.
 const notDispatched = "the approval was recorded but the command was not dispatched, so nothing ran: ask again once the store is back"
@@ -443,6 +468,8 @@ const notDispatched = "the approval was recorded but the command was not dispatc
 func (s *Service) dispatch(ctx context.Context, r Request, a Approval) (Request, error) {
 	info := s.servers.ServerInfo(r.Server)
 	switch {
+	case s.remote(info):
+		return s.handOn(ctx, r, info, a)
 	case !info.Online:
 		return s.fail(ctx, r, fmt.Sprintf("not dispatched: server %q went offline before dispatch", r.Server)), nil
 	case info.RunAs != r.RunAs:

@@ -315,6 +315,66 @@ func TestHandoffToADeadReplicaFails(t *testing.T) {
 	}
 }
 
+// The agent moves between an approval and its dispatch: a approved a
+// command for web-1 on b, but web-1's agent reconnected to c before b took
+// the hand-off. b hands it on to c, sealed to c, and c runs it once with
+// the secrets; the audit says so. When the agent's new replica has died
+// too, the request ends failed, saying nothing ran.
+func TestApprovalFollowsTheAgentToAnotherReplica(t *testing.T) {
+	url := pgtest.Database(t)
+	cfg := Config{Reread: time.Hour}
+	a := newReplica(t, url, "a", cfg, heldBy("b"), nil)
+	b := newReplica(t, url, "b", cfg, onHere, nil)
+	c := newReplica(t, url, "c", cfg, heldBy("b"), nil)
+	ctx := context.Background()
+	r := a.submit(t, "read t; echo $t")
+	if _, err := a.svc.Approve(ctx, r.ID, "alice", Approval{Input: []byte("hunter2-input"), SudoPassword: []byte("hunter2-sudo")}); err != nil {
+		t.Fatal(err)
+	}
+	// web-1's agent moves from b to c.
+	b.svc.servers.(fakeServers)["web-1"] = heldBy("c")
+	c.svc.servers.(fakeServers)["web-1"] = onHere
+	b.svc.Changed(ctx, r.ID)
+	if b.out.count() != 0 {
+		t.Fatal("b sent to an agent it no longer holds")
+	}
+	hs, err := a.st.Handoffs(ctx, "")
+	if err != nil || len(hs) != 1 || hs[0].Replica != "c" {
+		t.Fatalf("hand-offs: %+v, %v; want one, to c", hs, err)
+	}
+	if got, _ := a.svc.Get(ctx, r.ID); got.Status != StatusApproved {
+		t.Fatalf("after the hand-on: %s; want still approved", got.Status)
+	}
+	for _, secret := range []string{"hunter2-input", "hunter2-sudo"} {
+		if bytes.Contains(hs[0].Sealed, []byte(secret)) {
+			t.Fatalf("%q is in the hand-off in the clear", secret)
+		}
+	}
+	c.svc.Changed(ctx, r.ID)
+	c.svc.Changed(ctx, r.ID)
+	if c.out.count() != 1 || string(c.out.sent[0].StdinSecret) != "hunter2-input" || string(c.out.sent[0].SudoPassword) != "hunter2-sudo" {
+		t.Fatalf("c sent %+v; want the command once with the input and sudo password", c.out.sent)
+	}
+	if got := auditOf(t, a.st, r.ID); got != "requested,approved,handed on,dispatched" {
+		t.Fatalf("audit %s; want requested,approved,handed on,dispatched", got)
+	}
+
+	// The agent moves again, to d, which is dead: nothing runs, and the request says so.
+	r2 := a.submit(t, "uptime")
+	if _, err := a.svc.Approve(ctx, r2.ID, "alice", Approval{}); err != nil {
+		t.Fatal(err)
+	}
+	b.svc.servers.(fakeServers)["web-1"] = heldBy("d")
+	b.svc.Changed(ctx, r2.ID)
+	got, _ := a.svc.Get(ctx, r2.ID)
+	if got.Status != StatusFailed || !strings.Contains(got.Detail, "could not be handed on") || !strings.Contains(got.Detail, "nothing ran") {
+		t.Fatalf("handed on to a dead replica: %+v; want failed, saying nothing ran", got)
+	}
+	if b.out.count() != 0 || c.out.count() != 1 {
+		t.Fatal("sent something for the request that failed")
+	}
+}
+
 // The pending limit holds across replicas: requests of one token asked at
 // two replicas at once are accepted up to the limit, no more.
 func TestPendingCapAcrossReplicas(t *testing.T) {
