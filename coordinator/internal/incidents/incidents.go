@@ -122,6 +122,7 @@ func (t *Tracker) Observe(ctx context.Context, now time.Time) error {
 		if err := t.load(ctx); err != nil {
 			return err
 		}
+		t.recall(ctx, now)
 	}
 	rep, err := t.report()
 	if err != nil {
@@ -222,6 +223,39 @@ func (t *Tracker) Observe(ctx context.Context, now time.Time) error {
 		t.logger.Warn("incident opened", "target", rc.ID, "kind", rc.Kind, "incident", id, "reason", rc.Reason, "explains", len(explains))
 	}
 	return nil
+}
+
+// recallDepth is how many of the newest incidents recall reads.
+const recallDepth = 200
+
+// recall takes the damping memory of the incidents that ended within the
+// grace from the store: a coordinator that starts, or a replica that
+// takes the lead, did not see them end. Without it, a target an ended
+// incident explained would look like a root cause of its own until its
+// next check, and a new leader would open an incident on it that the old
+// one would not have. It reads the incidents that started last (an
+// incident that ended recently after a long run behind many newer ones is
+// missed, and its targets get no grace); a failed read costs only that
+// grace, so it is logged and Observe goes on.
+func (t *Tracker) recall(ctx context.Context, now time.Time) {
+	ins, err := t.st.Incidents(ctx, recallDepth)
+	if err != nil {
+		t.logger.Warn("recent incidents not read: targets they explained get no grace", "err", err)
+		return
+	}
+	for _, in := range ins {
+		if in.Open() || now.Sub(in.EndedAt) >= t.Grace || in.EndedAt.After(now) {
+			continue
+		}
+		if in.EndedAt.After(t.lastEnd[in.Target]) {
+			t.lastEnd[in.Target] = in.EndedAt
+		}
+		for _, e := range in.Explains {
+			if in.EndedAt.After(t.orphaned[e]) {
+				t.orphaned[e] = in.EndedAt
+			}
+		}
+	}
 }
 
 // reloadIfStale makes the next Observe read the open incidents again when a

@@ -499,3 +499,49 @@ func TestOneTrackerLeads(t *testing.T) {
 		t.Fatalf("history %+v; want one incident, ended", hist)
 	}
 }
+
+// The lead moves right after an incident ended: the new leader did not see
+// it end, but takes its grace from the store, so a target it explained and
+// that is still failing for a moment (its own next check is to come) opens
+// no incident of its own; one still failing after the grace does. A
+// restart is the same.
+func TestNewLeaderKeepsTheGraceOfAnEndedIncident(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	f := newFleet()
+	a := New(st, f.report, nil)
+	f.fail("orders-db", "refused", t0)
+	f.fail("api", "500", t0)
+	f.fail("web", "502", t0)
+	observe(t, a, t0)
+	if _, ok := a.Since("orders-db"); !ok {
+		t.Fatal("no incident on orders-db")
+	}
+	// The database recovers; a ends its incident and then loses the lead.
+	f.recover("orders-db")
+	observe(t, a, t0.Add(10*time.Second))
+
+	// b leads now. The api and web have not been checked since.
+	b := New(st, f.report, nil)
+	if err := b.Follow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	observe(t, b, t0.Add(12*time.Second))
+	if _, ok := b.Since("api"); ok {
+		t.Fatal("the new leader opened an incident on the api a second after the incident that explained it ended")
+	}
+	f.recover("web")
+	observe(t, b, t0.Add(20*time.Second))
+	// The api is still failing past the grace: a trouble of its own.
+	observe(t, b, t0.Add(10*time.Second+DefaultGrace))
+	since, ok := b.Since("api")
+	if !ok {
+		t.Fatal("the api, still failing past the grace, opened no incident")
+	}
+	if !since.Equal(t0) {
+		t.Fatalf("the api's incident starts %v; want when it became troubled (%v), as one leader throughout would say", since, t0)
+	}
+	h := history(t, b)
+	if len(h) != 2 {
+		t.Fatalf("history %+v; want the database's and the api's", h)
+	}
+}
