@@ -151,6 +151,9 @@ type server struct {
 	lease      string
 	leaseSince time.Time
 	leaseDirty bool
+	// helloRead is the hello another replica saved, as last read: a
+	// reload that finds it unchanged keeps the one it made of it.
+	helloRead []byte
 }
 
 // local says this replica holds the server's stream.
@@ -425,7 +428,7 @@ func (f *Fleet) Connect(hello *gridcityv1.Hello) uint64 {
 	s.Online, s.ConnectedAt, s.LastSeen = true, now, now
 	s.Replica, s.leaseDirty = "", f.replica != ""
 	s.RevokedAt = time.Time{} // its stream was accepted: enrolled anew
-	s.Hello = proto.Clone(hello).(*gridcityv1.Hello)
+	s.Hello, s.helloRead = proto.Clone(hello).(*gridcityv1.Hello), nil
 	s.Hello.Journal = nil // command state is kept by the command log, not here
 	s.dirty = true
 	f.shape++

@@ -128,6 +128,93 @@ func TestSharedFleetShowsTheOtherReplicasStreams(t *testing.T) {
 	b.Disconnect("web-1", bs)
 }
 
+// TestReloadKeepsWhatDidNotChange: b reads web-1 again each time a saves
+// it. An update of the figures alone leaves b's shape (the topology's
+// key) as it was and keeps the sections b made before (the same pointers,
+// which the topology's reuse keys by), while the new figures show; a
+// change of listeners, connections, addresses or district changes the
+// shape.
+func TestReloadKeepsWhatDidNotChange(t *testing.T) {
+	ctx := context.Background()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := store.OpenSQLite(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	open := func(id string) *Fleet {
+		if err := st.HeartbeatReplica(ctx, store.Replica{ID: id, GRPC: "127.0.0.1:4601", HTTP: id + ":4600", HeartbeatAt: now}, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		f, err := New(ctx, st, logger, WithClock(clock), WithStartupGrace(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Share(id, time.Hour)
+		return f
+	}
+	a, b := open("a"), open("b")
+	step := func() {
+		t.Helper()
+		now = now.Add(2 * time.Second)
+		if err := a.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Reload(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stream := a.Connect(&gridcityv1.Hello{Name: "web-1", District: "shop"})
+	a.Apply("web-1", stream, &gridcityv1.StateUpdate{Full: true,
+		Host:        &gridcityv1.HostInfo{Hostname: "web-1", Addresses: []string{"10.0.0.1"}, UptimeSeconds: 100},
+		Cpu:         &gridcityv1.CPU{Cores: 4},
+		Listeners:   &gridcityv1.Listeners{Items: []*gridcityv1.Listener{{Address: "0.0.0.0", Port: 80, Proto: "tcp"}}},
+		Connections: &gridcityv1.Connections{Items: []*gridcityv1.Connection{{RemoteAddress: "10.0.0.9", RemotePort: 5432}}}})
+	step()
+	before, _ := b.Server("web-1")
+	shape := b.ShapeVersion()
+
+	// Figures and uptime only: the shape stays, the sections that did not change are kept.
+	a.Apply("web-1", stream, &gridcityv1.StateUpdate{Cpu: &gridcityv1.CPU{Cores: 8},
+		Host: &gridcityv1.HostInfo{Hostname: "web-1", Addresses: []string{"10.0.0.1"}, UptimeSeconds: 160}})
+	step()
+	after, _ := b.Server("web-1")
+	if after.State.GetCpu().GetCores() != 8 || after.State.GetHost().GetUptimeSeconds() != 160 {
+		t.Fatalf("b after the figures changed: %v; want 8 cores, uptime 160", after.State)
+	}
+	if b.ShapeVersion() != shape {
+		t.Fatal("the shape changed when only figures and uptime did")
+	}
+	if after.State.GetListeners() != before.State.GetListeners() || after.State.GetConnections() != before.State.GetConnections() || after.Hello != before.Hello {
+		t.Fatal("a reload made new listeners, connections or hello of the same content; want the ones made before kept")
+	}
+
+	for _, c := range []struct {
+		what string
+		u    *gridcityv1.StateUpdate
+	}{
+		{"listeners", &gridcityv1.StateUpdate{Listeners: &gridcityv1.Listeners{Items: []*gridcityv1.Listener{{Address: "0.0.0.0", Port: 443, Proto: "tcp"}}}}},
+		{"connections", &gridcityv1.StateUpdate{Connections: &gridcityv1.Connections{}}},
+		{"addresses", &gridcityv1.StateUpdate{Host: &gridcityv1.HostInfo{Hostname: "web-1", Addresses: []string{"10.0.0.2"}}}},
+	} {
+		shape := b.ShapeVersion()
+		a.Apply("web-1", stream, c.u)
+		step()
+		if b.ShapeVersion() == shape {
+			t.Fatalf("the %s changed and the shape did not", c.what)
+		}
+	}
+	shape = b.ShapeVersion()
+	a.Disconnect("web-1", stream)
+	stream = a.Connect(&gridcityv1.Hello{Name: "web-1", District: "back-office"})
+	step()
+	if s, _ := b.Server("web-1"); s.Hello.GetDistrict() != "back-office" || b.ShapeVersion() == shape {
+		t.Fatalf("after the district changed: %q, shape changed %v; want back-office, a new shape", s.Hello.GetDistrict(), b.ShapeVersion() != shape)
+	}
+}
+
 // TestUnsharedFleetWritesNoLeases: a fleet that is not shared (SQLite, one
 // replica) behaves as before: no leases, and Reload does nothing.
 func TestUnsharedFleetWritesNoLeases(t *testing.T) {
