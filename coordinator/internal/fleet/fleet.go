@@ -151,9 +151,9 @@ type server struct {
 	lease      string
 	leaseSince time.Time
 	leaseDirty bool
-	// helloRead is the hello another replica saved, as last read: a
-	// reload that finds it unchanged keeps the one it made of it.
-	helloRead []byte
+	// read is what a reload last read of the server's state and hello
+	// as another replica saved them (see decodeState).
+	read readSections
 }
 
 // local says this replica holds the server's stream.
@@ -428,7 +428,7 @@ func (f *Fleet) Connect(hello *gridcityv1.Hello) uint64 {
 	s.Online, s.ConnectedAt, s.LastSeen = true, now, now
 	s.Replica, s.leaseDirty = "", f.replica != ""
 	s.RevokedAt = time.Time{} // its stream was accepted: enrolled anew
-	s.Hello, s.helloRead = proto.Clone(hello).(*gridcityv1.Hello), nil
+	s.Hello, s.read = proto.Clone(hello).(*gridcityv1.Hello), readSections{}
 	s.Hello.Journal = nil // command state is kept by the command log, not here
 	s.dirty = true
 	f.shape++

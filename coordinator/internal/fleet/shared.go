@@ -1,15 +1,12 @@
 package fleet
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/gridcity/gridcity/coordinator/internal/replicas"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
@@ -90,23 +87,25 @@ func (f *Fleet) Reload(ctx context.Context) error {
 		if s.local() || !r.LastSeen.After(s.LastSeen) {
 			continue // this replica's own, or nothing newer than what it has
 		}
-		state, hello := &gridcityv1.StateUpdate{}, s.Hello
-		if err := proto.Unmarshal(r.State, state); err != nil {
+		read := s.read
+		state, shape, err := decodeState(r.State, s.State, &read)
+		if errors.Is(err, errRepeated) {
+			state, shape, read.sections = &gridcityv1.StateUpdate{}, true, [maxSection + 1]uint64{}
+			err = proto.Unmarshal(r.State, state)
+		}
+		if err != nil {
 			f.logger.Warn("a server's state saved by another replica is unreadable; keeping the one before", "server", r.Name, "err", err)
 			continue
 		}
-		helloChanged := !bytes.Equal(r.Hello, s.helloRead)
-		if helloChanged {
-			hello = &gridcityv1.Hello{}
-			if err := proto.Unmarshal(r.Hello, hello); err != nil {
-				f.logger.Warn("a server's hello saved by another replica is unreadable; keeping the one before", "server", r.Name, "err", err)
-				continue
-			}
-			s.helloRead = bytes.Clone(r.Hello)
+		hello, helloChanged, err := decodeHello(r.Hello, s.Hello, &read)
+		if err != nil {
+			f.logger.Warn("a server's hello saved by another replica is unreadable; keeping the one before", "server", r.Name, "err", err)
+			continue
 		}
-		if keepSame(s.State, state) || helloChanged {
+		if shape || helloChanged {
 			f.shape++
 		}
+		s.read = read
 		s.State, s.Hello, s.LastSeen, s.saved = state, hello, r.LastSeen, r.LastSeen
 		s.dirty = false // the store has it from its writer
 	}
@@ -191,33 +190,6 @@ func (f *Fleet) noteOutage(now time.Time, err error) {
 		f.logger.Warn("the store is unreachable: this replica keeps its agents' streams and serves what it holds, the servers other replicas hold as last read; approvals and commands wait until it is back; its changes are written then", "err", err)
 	}
 	f.outage.Err = err
-}
-
-// keepSame makes next, a server's state read anew from the store, share
-// with prev every section whose content is the same: readers key what
-// they derive from a section by its pointer (topology.reuse), as they can
-// for a stream's updates, which replace a section whole when it changes.
-// It says whether what the topology is built from changed: the host's
-// name and addresses, the listeners or the connections.
-func keepSame(prev, next *gridcityv1.StateUpdate) (shape bool) {
-	shape = prev.GetHost().GetHostname() != next.GetHost().GetHostname() ||
-		!slices.Equal(prev.GetHost().GetAddresses(), next.GetHost().GetAddresses())
-	pm, nm := prev.ProtoReflect(), next.ProtoReflect()
-	fields := nm.Descriptor().Fields()
-	for i := range fields.Len() {
-		fd := fields.Get(i)
-		if fd.Kind() != protoreflect.MessageKind || fd.IsList() || fd.IsMap() {
-			continue
-		}
-		same := pm.Has(fd) == nm.Has(fd) && (!nm.Has(fd) || proto.Equal(pm.Get(fd).Message().Interface(), nm.Get(fd).Message().Interface()))
-		switch {
-		case same && nm.Has(fd):
-			nm.Set(fd, pm.Get(fd))
-		case !same && (fd.Name() == "listeners" || fd.Name() == "connections"):
-			shape = true
-		}
-	}
-	return shape
 }
 
 // known returns the server of that name, adding it (offline, with no
