@@ -178,7 +178,7 @@ type Store interface {
 	SaveStreamLeases(ctx context.Context, replica string, held []store.StreamLease, released []string, now time.Time) error
 	StreamLeases(ctx context.Context, since time.Time) ([]store.StreamLease, error)
 	Replicas(ctx context.Context, since time.Time) ([]store.Replica, error)
-	ServersSeenSince(ctx context.Context, since time.Time) ([]store.ServerRecord, error)
+	ServersSeenSince(ctx context.Context, since time.Time, wanted func(name string, lastSeen time.Time) bool) ([]store.ServerRecord, error)
 }
 
 // Fleet is safe for concurrent use.

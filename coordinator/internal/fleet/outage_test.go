@@ -57,11 +57,11 @@ func (s *cutStore) StreamLeases(ctx context.Context, since time.Time) ([]store.S
 	return s.SQLite.StreamLeases(ctx, since)
 }
 
-func (s *cutStore) ServersSeenSince(ctx context.Context, since time.Time) ([]store.ServerRecord, error) {
+func (s *cutStore) ServersSeenSince(ctx context.Context, since time.Time, wanted func(string, time.Time) bool) ([]store.ServerRecord, error) {
 	if err := s.err(); err != nil {
 		return nil, err
 	}
-	return s.SQLite.ServersSeenSince(ctx, since)
+	return s.SQLite.ServersSeenSince(ctx, since, wanted)
 }
 
 // TestStoreOutageKeepsTheOtherReplicasServers: while the store is down, a

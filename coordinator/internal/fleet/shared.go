@@ -149,7 +149,7 @@ func (f *Fleet) read(ctx context.Context, live *replicas.Liveness, now, leasesSi
 	if leases, err = f.store.StreamLeases(ctx, leasesSince); err != nil {
 		return nil, nil, nil, nil, err
 	}
-	if recs, err = f.store.ServersSeenSince(ctx, serversSince.Add(-reloadOverlap)); err != nil {
+	if recs, err = f.store.ServersSeenSince(ctx, serversSince.Add(-reloadOverlap), f.newer); err != nil {
 		return nil, nil, nil, nil, err
 	}
 	return alive, http, leases, recs, nil
@@ -190,6 +190,16 @@ func (f *Fleet) noteOutage(now time.Time, err error) {
 		f.logger.Warn("the store is unreachable: this replica keeps its agents' streams and serves what it holds, the servers other replicas hold as last read; approvals and commands wait until it is back; its changes are written then", "err", err)
 	}
 	f.outage.Err = err
+}
+
+// newer says whether a server another replica saved as last seen at
+// lastSeen is news to this one: not one it holds, nor one it has read as
+// it is (Reload skips those too).
+func (f *Fleet) newer(name string, lastSeen time.Time) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s := f.servers[name]
+	return s == nil || (!s.local() && lastSeen.After(s.LastSeen))
 }
 
 // known returns the server of that name, adding it (offline, with no

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -93,13 +94,18 @@ func (s *SQLite) StreamLeases(ctx context.Context, since time.Time) ([]StreamLea
 	return collect(rows, scanLease)
 }
 
-func (s *SQLite) ServersSeenSince(ctx context.Context, since time.Time) ([]ServerRecord, error) {
+// SQLite reads the rows whole: they are on this machine.
+func (s *SQLite) ServersSeenSince(ctx context.Context, since time.Time, wanted func(name string, lastSeen time.Time) bool) ([]ServerRecord, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT name, state, hello, last_seen FROM servers WHERE last_seen >= ? ORDER BY name`, ms(since))
 	if err != nil {
 		return nil, fmt.Errorf("read servers seen since %s: %w", since.Format(time.RFC3339), err)
 	}
 	defer rows.Close()
-	return collect(rows, scanServer)
+	rs, err := collect(rows, scanServer)
+	if wanted != nil {
+		rs = slices.DeleteFunc(rs, func(r ServerRecord) bool { return !wanted(r.Name, r.LastSeen) })
+	}
+	return rs, err
 }
 
 func (p *Postgres) SaveStreamLeases(ctx context.Context, replica string, held []StreamLease, released []string, now time.Time) error {
@@ -134,10 +140,43 @@ func (p *Postgres) StreamLeases(ctx context.Context, since time.Time) ([]StreamL
 	return ls, nil
 }
 
-func (p *Postgres) ServersSeenSince(ctx context.Context, since time.Time) ([]ServerRecord, error) {
-	rs, err := pgList(ctx, p, scanServer, `SELECT name, state, hello, last_seen FROM servers WHERE last_seen >= $1 ORDER BY name COLLATE "C"`, ms(since))
+// PostgreSQL is read in two steps when wanted is given: the names and
+// times of the servers seen since, then whole only the rows wanted. A
+// replica reads again every server seen within the reload overlap, most of
+// which it holds as they are; their states stay in the database.
+func (p *Postgres) ServersSeenSince(ctx context.Context, since time.Time, wanted func(name string, lastSeen time.Time) bool) ([]ServerRecord, error) {
+	what := func(err error) error {
+		return fmt.Errorf("read servers seen since %s: %w", since.Format(time.RFC3339), err)
+	}
+	if wanted == nil {
+		rs, err := pgList(ctx, p, scanServer, `SELECT name, state, hello, last_seen FROM servers WHERE last_seen >= $1 ORDER BY name COLLATE "C"`, ms(since))
+		if err != nil {
+			return nil, what(err)
+		}
+		return rs, nil
+	}
+	seen, err := pgList(ctx, p, func(scan func(...any) error) (ServerRecord, error) {
+		var r ServerRecord
+		var last int64
+		err := scan(&r.Name, &last)
+		r.LastSeen = fromMs(last)
+		return r, err
+	}, `SELECT name, last_seen FROM servers WHERE last_seen >= $1`, ms(since))
 	if err != nil {
-		return nil, fmt.Errorf("read servers seen since %s: %w", since.Format(time.RFC3339), err)
+		return nil, what(err)
+	}
+	var names []string
+	for _, r := range seen {
+		if wanted(r.Name, r.LastSeen) {
+			names = append(names, r.Name)
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	rs, err := pgList(ctx, p, scanServer, `SELECT name, state, hello, last_seen FROM servers WHERE name = ANY($1) ORDER BY name COLLATE "C"`, names)
+	if err != nil {
+		return nil, what(err)
 	}
 	return rs, nil
 }

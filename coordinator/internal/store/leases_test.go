@@ -75,15 +75,30 @@ func TestServersSeenSince(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		rs, err := s.ServersSeenSince(ctx, t0.Add(time.Second))
+		rs, err := s.ServersSeenSince(ctx, t0.Add(time.Second), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(rs) != 1 || rs[0].Name != "new" || string(rs[0].State) != "\x03" || string(rs[0].Hello) != "\x04" || !rs[0].LastSeen.Equal(t0.Add(time.Minute)) {
 			t.Fatalf("servers seen since t0+1s: %+v; want new alone, as saved", rs)
 		}
-		if rs, err := s.ServersSeenSince(ctx, t0); err != nil || len(rs) != 2 {
+		if rs, err := s.ServersSeenSince(ctx, t0, nil); err != nil || len(rs) != 2 {
 			t.Fatalf("servers seen since t0: %d, %v; want both", len(rs), err)
+		}
+		// Only the servers wanted are read whole; wanted is told each one's name and time.
+		told := map[string]time.Time{}
+		rs, err = s.ServersSeenSince(ctx, t0, func(name string, last time.Time) bool {
+			told[name] = last
+			return name == "old"
+		})
+		if err != nil || len(rs) != 1 || rs[0].Name != "old" || string(rs[0].State) != "\x01" || string(rs[0].Hello) != "\x02" || !rs[0].LastSeen.Equal(t0) {
+			t.Fatalf("servers wanted: %+v, %v; want old alone, as saved", rs, err)
+		}
+		if len(told) != 2 || !told["old"].Equal(t0) || !told["new"].Equal(t0.Add(time.Minute)) {
+			t.Fatalf("wanted was told %v; want both servers with their times", told)
+		}
+		if rs, err := s.ServersSeenSince(ctx, t0, func(string, time.Time) bool { return false }); err != nil || len(rs) != 0 {
+			t.Fatalf("none wanted: %+v, %v; want none", rs, err)
 		}
 	})
 }

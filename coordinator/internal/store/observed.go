@@ -326,9 +326,9 @@ func (o *Observed) StreamLeases(ctx context.Context, since time.Time) ([]StreamL
 	return v, err
 }
 
-func (o *Observed) ServersSeenSince(ctx context.Context, since time.Time) ([]ServerRecord, error) {
+func (o *Observed) ServersSeenSince(ctx context.Context, since time.Time, wanted func(name string, lastSeen time.Time) bool) ([]ServerRecord, error) {
 	start := time.Now()
-	v, err := o.s.ServersSeenSince(ctx, since)
+	v, err := o.s.ServersSeenSince(ctx, since, wanted)
 	o.done("ServersSeenSince", start, err)
 	return v, err
 }

@@ -174,8 +174,10 @@ type Store interface {
 	// ones (Replica "") included, by server name.
 	StreamLeases(ctx context.Context, since time.Time) ([]StreamLease, error)
 	// ServersSeenSince returns the servers last seen at or after since,
-	// by name: what other replicas wrote of the servers they hold.
-	ServersSeenSince(ctx context.Context, since time.Time) ([]ServerRecord, error)
+	// by name: what other replicas wrote of the servers they hold. When
+	// wanted is given, only the servers it wants (told their names and
+	// when they were last seen) are read whole.
+	ServersSeenSince(ctx context.Context, since time.Time, wanted func(name string, lastSeen time.Time) bool) ([]ServerRecord, error)
 	// PutProbeChecks records each vantage point's latest check of a
 	// resource, keeping a stored check that is newer, and forgets checks
 	// older than ProbeChecksKept before now. A check that fails validation
