@@ -77,7 +77,8 @@ func decodeState(raw []byte, prev *gridcityv1.StateUpdate, seen *readSections) (
 			return nil, false, err
 		}
 	}
-	for _, num := range []protowire.Number{7, 8} { // listeners, connections
+	for _, name := range []protoreflect.Name{"listeners", "connections"} {
+		num := fields.ByName(name).Number()
 		shape = shape || now[num] != seen.sections[num]
 	}
 	shape = shape || prev.GetHost().GetHostname() != next.GetHost().GetHostname() ||

@@ -20,33 +20,12 @@ import (
 // over leaves B's lease alone.
 func TestSharedFleetShowsTheOtherReplicasStreams(t *testing.T) {
 	ctx := context.Background()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := store.OpenSQLite(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	beat := func(ids ...string) {
-		t.Helper()
-		for _, id := range ids {
-			if err := st.HeartbeatReplica(ctx, store.Replica{ID: id, GRPC: "127.0.0.1:4601", HTTP: "coord-" + id + ":4600", HeartbeatAt: now}, time.Time{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	open := func(id string) *Fleet {
-		f, err := New(ctx, st, logger, WithClock(clock), WithStartupGrace(0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.Share(id, 15*time.Second)
-		return f
-	}
+	r := newSharedFleets(t)
+	st := r.st
+	beat, open := r.beat, func(id string) *Fleet { return r.open(id, 15*time.Second) }
 	step := func(fs ...*Fleet) {
 		t.Helper()
-		now = now.Add(2 * time.Second)
+		r.now = r.now.Add(2 * time.Second)
 		for _, f := range fs {
 			if err := f.Flush(ctx); err != nil {
 				t.Fatal(err)
@@ -136,29 +115,12 @@ func TestSharedFleetShowsTheOtherReplicasStreams(t *testing.T) {
 // shape.
 func TestReloadKeepsWhatDidNotChange(t *testing.T) {
 	ctx := context.Background()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := store.OpenSQLite(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	open := func(id string) *Fleet {
-		if err := st.HeartbeatReplica(ctx, store.Replica{ID: id, GRPC: "127.0.0.1:4601", HTTP: id + ":4600", HeartbeatAt: now}, time.Time{}); err != nil {
-			t.Fatal(err)
-		}
-		f, err := New(ctx, st, logger, WithClock(clock), WithStartupGrace(0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.Share(id, time.Hour)
-		return f
-	}
-	a, b := open("a"), open("b")
+	r := newSharedFleets(t)
+	r.beat("a", "b")
+	a, b := r.open("a", time.Hour), r.open("b", time.Hour)
 	step := func() {
 		t.Helper()
-		now = now.Add(2 * time.Second)
+		r.now = r.now.Add(2 * time.Second)
 		if err := a.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -238,4 +200,42 @@ func TestUnsharedFleetWritesNoLeases(t *testing.T) {
 	if ls, err := st.StreamLeases(ctx, time.Time{}); err != nil || len(ls) != 0 {
 		t.Fatalf("leases %+v, %v; want none", ls, err)
 	}
+}
+
+// sharedFleets are replicas' fleets on one SQLite store, on one clock.
+type sharedFleets struct {
+	t   *testing.T
+	st  *store.SQLite
+	now time.Time
+}
+
+func newSharedFleets(t *testing.T) *sharedFleets {
+	t.Helper()
+	st, err := store.OpenSQLite(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return &sharedFleets{t: t, st: st, now: time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)}
+}
+
+// beat records a heartbeat of each replica now (HTTP coord-ID:4600).
+func (r *sharedFleets) beat(ids ...string) {
+	r.t.Helper()
+	for _, id := range ids {
+		if err := r.st.HeartbeatReplica(context.Background(), store.Replica{ID: id, GRPC: "127.0.0.1:4601", HTTP: "coord-" + id + ":4600", HeartbeatAt: r.now}, time.Time{}); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
+// open is replica id's fleet, counting a replica live for liveFor.
+func (r *sharedFleets) open(id string, liveFor time.Duration) *Fleet {
+	r.t.Helper()
+	f, err := New(context.Background(), r.st, slog.New(slog.NewTextHandler(io.Discard, nil)), WithClock(func() time.Time { return r.now }), WithStartupGrace(0))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	f.Share(id, liveFor)
+	return f
 }

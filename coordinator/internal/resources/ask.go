@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,9 +33,11 @@ type AskStore interface {
 
 // Timing and bounds of asks.
 const (
-	// askReread is how often each side re-reads the store, in case a
-	// notification was lost.
-	askReread = 500 * time.Millisecond
+	// askReread is how often an asker re-reads its ask while it waits,
+	// and answerReread how often every replica looks for asks of its own,
+	// in case a notification was lost.
+	askReread    = 500 * time.Millisecond
+	answerReread = 2 * time.Second
 	// askLate is how long past its timeout an ask is still run: its
 	// asker waits the timeout and 5 s for the way there and back.
 	askLate = 5 * time.Second
@@ -78,9 +81,9 @@ func (p *Prober) Notified(payload string) {
 		for _, w := range a.answers {
 			signal(w)
 		}
-	case len(payload) > len("answer:") && payload[:len("answer:")] == "answer:":
-		if w, ok := a.answers[payload[len("answer:"):]]; ok {
-			signal(w)
+	default:
+		if id, ok := strings.CutPrefix(payload, "answer:"); ok && a.answers[id] != nil {
+			signal(a.answers[id])
 		}
 	}
 }
@@ -173,13 +176,13 @@ func (p *Prober) askHolder(ctx context.Context, s *Shared, holder, server, engin
 }
 
 // answerLoop runs the asks other replicas write for this one until ctx
-// ends: at each notification, and every askReread in case one was lost.
+// ends: at each notification, and every answerReread in case one was lost.
 func (p *Prober) answerLoop(ctx context.Context) {
 	s := p.sharedAsks()
 	if s == nil {
 		return
 	}
-	t := time.NewTicker(askReread)
+	t := time.NewTicker(answerReread)
 	defer t.Stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -94,7 +92,7 @@ func checkProbeCheck(c ProbeCheck) error {
 		return fmt.Errorf("%s: %d metrics, more than %d", what, len(c.Metrics), maxProbeCheckMetrics)
 	}
 	for _, s := range []string{c.Resource, c.From, c.Replica, c.Reason} {
-		if len(s) > maxProbeCheckText || !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
+		if !textOK(s) {
 			return fmt.Errorf("%s: a name or reason is not valid UTF-8 text of at most %d bytes", what, maxProbeCheckText)
 		}
 	}
