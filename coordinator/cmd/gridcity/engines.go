@@ -4,6 +4,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/agentapi"
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 	"github.com/gridcity/gridcity/coordinator/internal/incidents"
 	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
 	"github.com/gridcity/gridcity/coordinator/internal/pki"
@@ -25,11 +26,13 @@ var (
 	_ fleet.Store     = (*store.Postgres)(nil)
 	_ incidents.Store = (*store.SQLite)(nil)
 	_ incidents.Store = (*store.Postgres)(nil)
+	_ fleetview.Store = (*store.SQLite)(nil)
+	_ fleetview.Store = (*store.Postgres)(nil)
+	_ mcpserver.Store = (*store.SQLite)(nil)
+	_ mcpserver.Store = (*store.Postgres)(nil)
 	_ mcpserver.Store = (*store.SQLite)(nil)
 	_ mcpserver.Store = (*store.Postgres)(nil)
 	_ pki.Store       = (*store.SQLite)(nil)
-	_ mcpserver.Store = (*store.SQLite)(nil)
-	_ mcpserver.Store = (*store.Postgres)(nil)
 	_ pki.Store       = (*store.Postgres)(nil)
 	_ web.Store       = (*store.SQLite)(nil)
 	_ web.Store       = (*store.Postgres)(nil)

@@ -23,6 +23,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 	"github.com/gridcity/gridcity/coordinator/internal/frontdoor"
 	"github.com/gridcity/gridcity/coordinator/internal/graph"
 	"github.com/gridcity/gridcity/coordinator/internal/incidents"
@@ -278,11 +279,12 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := tracker.Load(ctx); err != nil {
 		return fmt.Errorf("load open incidents: %w", err)
 	}
-	deps := mcpserver.Deps{Fleet: fl, Store: st, Commands: cmds, Topology: topo, Resources: prober, Incidents: tracker, AppURL: appURL, Logger: logger, Metrics: metrics,
-		Agents: mcpserver.NewAgentsCache()}
+	viewDeps := fleetview.Deps{Fleet: fl, Store: st, Commands: cmds, Topology: topo, Resources: prober, Incidents: tracker, Logger: logger,
+		Agents: fleetview.NewAgentsCache()}
+	deps := mcpserver.Deps{Deps: viewDeps, Store: st, AppURL: appURL, Metrics: metrics}
 	mux.Handle("/mcp", mcpserver.Handler(deps, mcpserver.DefaultGuardConfig()))
 	// Behind a TLS proxy (--public-http) the browser sees https too.
-	mux.Handle("/", web.New(web.Config{Secure: info.TLS || *publicHTTP, Views: mcpserver.NewApp(deps)}, cmds, st, logger))
+	mux.Handle("/", web.New(web.Config{Secure: info.TLS || *publicHTTP, Views: fleetview.New(viewDeps)}, cmds, st, logger))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		health := map[string]any{"status": "ok", "version": version, "agentsConnected": len(api.Connected())}

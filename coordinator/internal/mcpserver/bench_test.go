@@ -12,6 +12,7 @@ import (
 
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 	"github.com/gridcity/gridcity/coordinator/internal/resources"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 	"github.com/gridcity/gridcity/coordinator/internal/topology"
@@ -94,7 +95,7 @@ func BenchmarkTools(b *testing.B) {
 }
 
 func benchTools(b *testing.B, topo *topology.Source) {
-	s := NewServer(Deps{Topology: topo, Logger: slog.New(slog.DiscardHandler)}, store.ScopeRead)
+	s := NewServer(Deps{Deps: fleetview.Deps{Topology: topo, Logger: slog.New(slog.DiscardHandler)}}, store.ScopeRead)
 	ct, st := mcp.NewInMemoryTransports()
 	ctx := context.Background()
 	if _, err := s.Connect(ctx, st, nil); err != nil {

@@ -15,6 +15,7 @@ import (
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
 	"github.com/gridcity/gridcity/coordinator/internal/bench/simfleet"
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 )
 
 // troubledFleet is benchFleet's fleet (1% offline, 1 in 500 revoked and as
@@ -81,7 +82,7 @@ func expectedAttention(n int) map[string]int {
 }
 
 // mustList is callListServers that fails the test on an error answer.
-func mustList(t *testing.T, cs *mcp.ClientSession, args map[string]any) (ListServersOutput, *mcp.CallToolResult) {
+func mustList(t *testing.T, cs *mcp.ClientSession, args map[string]any) (fleetview.ListServersOutput, *mcp.CallToolResult) {
 	t.Helper()
 	out, res := callListServers(t, cs, args)
 	if res.IsError {
@@ -134,7 +135,7 @@ func TestListServersBudget(t *testing.T) {
 	// every one of them, and rows of servers with security updates alone
 	// come last, if at all.
 	rank := map[string]int{"offline": 3, "never connected": 3, "revoked": 1, "security updates": 0}
-	serious := func(r ServerRow) int {
+	serious := func(r fleetview.ServerRow) int {
 		best := 0
 		for _, w := range r.Why {
 			if k, ok := rank[whyKind(w)]; !ok {
@@ -277,7 +278,7 @@ func overlap(n int) int {
 func TestListServersText(t *testing.T) {
 	ctx := context.Background()
 	d := smallFleet(t)
-	out, err := listServers(ctx, d, ListServersInput{}, time.Now())
+	out, err := fleetview.New(d.Deps).ListServers(ctx, fleetview.ListServersInput{}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/bench/simfleet"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 	"github.com/gridcity/gridcity/coordinator/internal/incidents"
 	"github.com/gridcity/gridcity/coordinator/internal/resources"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
@@ -47,6 +48,7 @@ type bigFleetStore interface {
 	fleet.Store
 	incidents.Store
 	Store
+	fleetview.Store
 }
 
 // memStore is the store the big fleet needs: the agents it enrolled, no
@@ -175,7 +177,7 @@ func buildBigFleet(streams map[string]uint64) Deps {
 	}
 	topo := topology.New(cfg, f, prober)
 	tracker := trackerOf(ms, topo, logger)
-	return Deps{Fleet: f, Store: ms, Topology: topo, Resources: prober, Incidents: tracker, Logger: logger}
+	return Deps{Deps: fleetview.Deps{Fleet: f, Store: ms, Topology: topo, Resources: prober, Incidents: tracker, Logger: logger}, Store: ms}
 }
 
 // answerSizes calls a tool and returns its text and structured content's
@@ -243,7 +245,7 @@ func TestToolAnswersFitTheBudgetOnABigFleet(t *testing.T) {
 	} {
 		withinBudget(t, cs, c.name, c.args, nil)
 	}
-	var dg DiagnoseOutput
+	var dg fleetview.DiagnoseOutput
 	withinBudget(t, cs, "diagnose", map[string]any{"target": simfleet.Name(bigFullDisks)}, &dg)
 	if dg.DiagnosesCount < 300 || len(dg.Diagnoses) == 0 || len(dg.Diagnoses) >= dg.DiagnosesCount || dg.FixesCount < 300 || len(dg.Fixes) == 0 ||
 		!strings.Contains(dg.More, `list_servers {"name": "`+simfleet.Name(bigFullDisks)+`"}`) {
@@ -291,7 +293,7 @@ func TestResourcesFitTheBudgetOnABigFleet(t *testing.T) {
 func TestEveryRootCauseIsCountedAndReachable(t *testing.T) {
 	cs := memSession(t, bigFleet(t))
 	wantCauses := bigResources / bigFailedEvery // the root resource is one of them
-	var out IncidentOutput
+	var out fleetview.IncidentOutput
 	withinBudget(t, cs, "incident_report", nil, &out)
 	if out.RootCausesCount != wantCauses || out.TroubledCount != bigServers/2+wantCauses {
 		t.Fatalf("rootCausesCount %d, troubledCount %d; want %d and %d", out.RootCausesCount, out.TroubledCount, wantCauses, bigServers/2+wantCauses)
@@ -311,7 +313,7 @@ func TestEveryRootCauseIsCountedAndReachable(t *testing.T) {
 			break
 		}
 		after := out.NextAfter
-		out = IncidentOutput{}
+		out = fleetview.IncidentOutput{}
 		withinBudget(t, cs, "incident_report", map[string]any{"after": after}, &out)
 	}
 	if len(seen) != wantCauses {
@@ -320,7 +322,7 @@ func TestEveryRootCauseIsCountedAndReachable(t *testing.T) {
 	explained := map[string]bool{}
 	args := map[string]any{"root_cause": bigRoot}
 	for {
-		out = IncidentOutput{}
+		out = fleetview.IncidentOutput{}
 		withinBudget(t, cs, "incident_report", args, &out)
 		rc := out.RootCauses[0]
 		for _, e := range rc.Explains {
@@ -344,7 +346,7 @@ func TestOpenAttacksAreCountedFirstAndReachable(t *testing.T) {
 	// simfleet: every server is attacked by the blocked scanner (open), and
 	// every AttackedEvery-th by a source of its own, open for even ones.
 	own := bigServers / simfleet.AttackedEvery
-	var out SecurityOutput
+	var out fleetview.SecurityOutput
 	withinBudget(t, cs, "security_findings", nil, &out)
 	if out.AttacksCount != bigServers+own || out.AttacksOpen != bigServers+own/2 || out.SourcesCount != own+1 {
 		t.Fatalf("attacksCount %d, attacksOpen %d, sourcesCount %d; want %d, %d, %d", out.AttacksCount, out.AttacksOpen, out.SourcesCount, bigServers+own, bigServers+own/2, own+1)
@@ -360,14 +362,14 @@ func TestOpenAttacksAreCountedFirstAndReachable(t *testing.T) {
 	for _, a := range out.Attacks {
 		seen[a.Server+" "+a.Source+" "+a.Kind] = true
 	}
-	next := SecurityOutput{}
+	next := fleetview.SecurityOutput{}
 	withinBudget(t, cs, "security_findings", map[string]any{"after": out.NextAfter}, &next)
 	if len(next.Attacks) == 0 || seen[next.Attacks[0].Server+" "+next.Attacks[0].Source+" "+next.Attacks[0].Kind] || next.Attacks[0].State != "open" {
 		t.Fatalf("the page after %q starts with %+v", out.NextAfter, next.Attacks[:min(1, len(next.Attacks))])
 	}
 	// Every open source is reachable by source: the first one listed, and
 	// the scanner on every server, page by page.
-	src := SecurityOutput{}
+	src := fleetview.SecurityOutput{}
 	withinBudget(t, cs, "security_findings", map[string]any{"source": out.Sources[0].Source}, &src)
 	if src.AttacksCount != 1 || len(src.Attacks) != 1 || src.Attacks[0].State != "open" {
 		t.Fatalf("source %s: %+v", out.Sources[0].Source, src)
@@ -375,7 +377,7 @@ func TestOpenAttacksAreCountedFirstAndReachable(t *testing.T) {
 	scanner := map[string]bool{}
 	args := map[string]any{"source": "198.51.100.77"}
 	for pages := 0; pages < 2; pages++ {
-		src = SecurityOutput{}
+		src = fleetview.SecurityOutput{}
 		withinBudget(t, cs, "security_findings", args, &src)
 		if src.AttacksCount != bigServers {
 			t.Fatalf("the scanner: attacksCount %d; want %d", src.AttacksCount, bigServers)
@@ -397,25 +399,25 @@ func TestOpenAttacksAreCountedFirstAndReachable(t *testing.T) {
 // count what they leave out, and nextAfter reaches all of it.
 func TestListsOfTheOtherToolsPageToTheEnd(t *testing.T) {
 	cs := memSession(t, bigFleet(t))
-	var res ResourcesOutput
+	var res fleetview.ResourcesOutput
 	withinBudget(t, cs, "list_resources", nil, &res)
 	if res.ResourcesCount != bigResources || res.TroubledCount != bigResources/bigFailedEvery || !res.Resources[0].Troubled || res.NextAfter == "" {
 		t.Fatalf("list_resources: %d listed of %d, %d troubled, first %+v, nextAfter %q", len(res.Resources), res.ResourcesCount, res.TroubledCount, res.Resources[0], res.NextAfter)
 	}
-	var lb ResourcesOutput
+	var lb fleetview.ResourcesOutput
 	withinBudget(t, cs, "list_resources", map[string]any{"kind": "load_balancer"}, &lb)
 	if len(lb.Resources) != 1 {
 		t.Fatalf("list_resources kind load_balancer: %d resources; want 1", len(lb.Resources))
 	}
-	if r := lb.Resources[0]; r.BackendsCount != bigServers/4 || len(r.Backends) > maxListed {
-		t.Fatalf("the load balancer lists %d backends of %d; want at most %d of %d", len(r.Backends), r.BackendsCount, maxListed, bigServers/4)
+	if r := lb.Resources[0]; r.BackendsCount != bigServers/4 || len(r.Backends) > fleetview.MaxListed {
+		t.Fatalf("the load balancer lists %d backends of %d; want at most %d of %d", len(r.Backends), r.BackendsCount, fleetview.MaxListed, bigServers/4)
 	}
 	// Every bucket, page by page (each kind pages alike; all of them would
 	// take a minute under the race detector).
 	ids := map[string]bool{}
 	args := map[string]any{"kind": "bucket"}
 	for {
-		res = ResourcesOutput{}
+		res = fleetview.ResourcesOutput{}
 		withinBudget(t, cs, "list_resources", args, &res)
 		for _, r := range res.Resources {
 			ids[r.ID] = true
@@ -428,12 +430,12 @@ func TestListsOfTheOtherToolsPageToTheEnd(t *testing.T) {
 	if len(ids) != bigResources/4 || res.ResourcesCount != bigResources/4 {
 		t.Fatalf("list_resources reached %d buckets of %d; want %d", len(ids), res.ResourcesCount, bigResources/4)
 	}
-	var topo TopologyOutput
+	var topo fleetview.TopologyOutput
 	withinBudget(t, cs, "get_topology", nil, &topo)
 	if topo.DistrictsCount != bigServers/simfleet.Group || len(topo.Districts) != topo.DistrictsCount {
 		t.Fatalf("get_topology names %d districts of %d; want every one (district lists one's members)", len(topo.Districts), topo.DistrictsCount)
 	}
-	topo = TopologyOutput{}
+	topo = fleetview.TopologyOutput{}
 	withinBudget(t, cs, "get_topology", map[string]any{"target": bigRoot}, &topo)
 	if topo.BlastRadiusCount < bigServers/2 || topo.UsedByCount != bigServers/2 || topo.NextAfter == "" {
 		t.Fatalf("get_topology %s: blast radius %d listed of %d, usedBy %d, nextAfter %q", bigRoot, len(topo.BlastRadius), topo.BlastRadiusCount, topo.UsedByCount, topo.NextAfter)
@@ -447,7 +449,7 @@ func TestListsOfTheOtherToolsPageToTheEnd(t *testing.T) {
 			break
 		}
 		after := topo.NextAfter
-		topo = TopologyOutput{}
+		topo = fleetview.TopologyOutput{}
 		withinBudget(t, cs, "get_topology", map[string]any{"target": bigRoot, "after": after}, &topo)
 	}
 	if len(blast) != topo.BlastRadiusCount {

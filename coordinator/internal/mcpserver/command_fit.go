@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 )
 
 // A command's result keeps the first 8 KB and the last 24 KB of each
@@ -14,9 +16,9 @@ import (
 // until the whole answer fits: a quarter of a stream's share for its head,
 // the rest for its tail, as the agent's own trim does.
 
-// commandBudget leaves room under argsBudget for the envelope the SDK
+// commandBudget leaves room under fleetview.ArgsBudget for the envelope the SDK
 // wraps around the structured content in the text content.
-const commandBudget = argsBudget - 1000
+const commandBudget = fleetview.ArgsBudget - 1000
 
 // leftOut is the marker command.Output puts between a stream's head and
 // tail; fitStream keeps the form and adds what it cuts to the count.
@@ -25,7 +27,7 @@ var leftOut = regexp.MustCompile(`\n\[… (\d+) bytes left out …\]\n`)
 // fitResult cuts out's streams, and at worst its command's echo, so that
 // its JSON is within commandBudget; Truncated counts every byte left out.
 func fitResult(out *CommandResult) {
-	if jsonSize(out) <= commandBudget {
+	if fleetview.JSONSize(out) <= commandBudget {
 		return
 	}
 	if out.Command != "" {
@@ -33,13 +35,13 @@ func fitResult(out *CommandResult) {
 		// command of 16 KB of escaped characters is echoed in part.
 		rest := *out
 		rest.Stdout, rest.Stderr, rest.Command = "", "", ""
-		if jsonSize(&rest)+escapedLen(out.Command) > commandBudget/4 {
-			out.Command, _ = fitStream(out.Command, 0, commandBudget/4-jsonSize(&rest))
+		if fleetview.JSONSize(&rest)+escapedLen(out.Command) > commandBudget/4 {
+			out.Command, _ = fitStream(out.Command, 0, commandBudget/4-fleetview.JSONSize(&rest))
 		}
 	}
 	rest := *out
 	rest.Stdout, rest.Stderr = "", ""
-	avail := max(commandBudget-jsonSize(&rest)-64, 0) // 64: a Truncated it may gain
+	avail := max(commandBudget-fleetview.JSONSize(&rest)-64, 0) // 64: a Truncated it may gain
 	outLen, errLen := escapedLen(out.Stdout), escapedLen(out.Stderr)
 	// The smaller stream keeps what it needs up to half; the other gets
 	// the rest.

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gridcity/gridcity/coordinator/internal/command"
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 )
 
 // TestCommandResultFitsTheBudget: a finished command's two streams at
@@ -33,8 +34,8 @@ func TestCommandResultFitsTheBudget(t *testing.T) {
 			c.req.ID, c.req.Server, c.req.Status = "r-1", "web-1", command.StatusCompleted
 			out := resultOf(c.req, "http://app")
 			b, _ := json.Marshal(out)
-			if len(b) > argsBudget {
-				t.Fatalf("%d characters; want at most %d", len(b), argsBudget)
+			if len(b) > fleetview.ArgsBudget {
+				t.Fatalf("%d characters; want at most %d", len(b), fleetview.ArgsBudget)
 			}
 			for _, s := range []struct {
 				name string

@@ -22,6 +22,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 	"github.com/gridcity/gridcity/coordinator/internal/resources"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 	"github.com/gridcity/gridcity/coordinator/internal/topology"
@@ -92,8 +93,7 @@ runbooks:
 	tok := "gc_diagnose"
 	st.CreateToken(ctx, store.Token{Name: "reader", Scope: store.ScopeRead, Hash: HashToken(tok), CreatedAt: time.Now()})
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", Handler(Deps{Fleet: f, Store: st, Commands: command.New(command.Config{}, st, f, nopDispatcher{}, logger),
-		Topology: topo, Resources: prober, Logger: logger}, DefaultGuardConfig()))
+	mux.Handle("/mcp", Handler(Deps{Deps: fleetview.Deps{Fleet: f, Store: st, Commands: command.New(command.Config{}, st, f, nopDispatcher{}, logger), Topology: topo, Resources: prober, Logger: logger}, Store: st}, DefaultGuardConfig()))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	hc := &http.Client{Transport: headerTransport{http.DefaultTransport, map[string]string{"Authorization": "Bearer " + tok}}}
@@ -103,13 +103,13 @@ runbooks:
 	}
 	defer cs.Close()
 
-	diagnose := func(target string) (*mcp.CallToolResult, DiagnoseOutput) {
+	diagnose := func(target string) (*mcp.CallToolResult, fleetview.DiagnoseOutput) {
 		t.Helper()
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "diagnose", Arguments: map[string]any{"target": target}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out DiagnoseOutput
+		var out fleetview.DiagnoseOutput
 		if !res.IsError {
 			b, _ := json.Marshal(res.StructuredContent)
 			if err := json.Unmarshal(b, &out); err != nil {
@@ -121,7 +121,7 @@ runbooks:
 		}
 		return res, out
 	}
-	rungs := func(out DiagnoseOutput) string {
+	rungs := func(out fleetview.DiagnoseOutput) string {
 		var s []string
 		for _, r := range out.Ladder {
 			s = append(s, r.Rung+"="+r.Status)

@@ -16,31 +16,10 @@ import (
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
 	"github.com/gridcity/gridcity/coordinator/internal/config"
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 	"github.com/gridcity/gridcity/coordinator/internal/resources"
 	"github.com/gridcity/gridcity/coordinator/internal/topology"
 )
-
-func TestNotEncodable(t *testing.T) {
-	type inner struct {
-		X float64 `json:"x"`
-	}
-	for _, c := range []struct {
-		v    any
-		want string
-	}{
-		{ServerView{CPU: &CPUView{Load1: 0.5}}, ""},
-		{ServerView{CPU: &CPUView{Load1: math.NaN()}}, "cpu.load1 = NaN"},
-		{ServerView{Disks: []DiskView{{}, {UsedPercent: math.Inf(1)}}}, "disks[1].usedPercent = +Inf"},
-		{map[string]float64{"days_left": math.Inf(-1)}, "days_left = -Inf"},
-		{&struct {
-			In []*inner `json:"in"`
-		}{In: []*inner{nil, {X: math.NaN()}}}, "in[1].x = NaN"},
-	} {
-		if got := notEncodable(c.v); got != c.want {
-			t.Errorf("notEncodable(%+v) = %q; want %q", c.v, got, c.want)
-		}
-	}
-}
 
 // TestListServersSurvivesABadServer: a server whose state holds NaN (the
 // fleet took it from somewhere the agent API does not guard) is a view with
@@ -67,7 +46,7 @@ func TestListServersSurvivesABadServer(t *testing.T) {
 	if res.IsError {
 		t.Fatalf("list_servers failed for the whole fleet: %+v", res.Content)
 	}
-	byName := map[string]ServerView{}
+	byName := map[string]fleetview.ServerView{}
 	for _, s := range out.Servers {
 		byName[s.Name] = s
 	}
@@ -114,7 +93,7 @@ func TestListResourcesLeavesOutAMetricThatIsNotANumber(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("list_resources: %v %+v", err, res)
 	}
-	var out ResourcesOutput
+	var out fleetview.ResourcesOutput
 	b, _ := json.Marshal(res.StructuredContent)
 	if err := json.Unmarshal(b, &out); err != nil || len(out.Resources) != 2 {
 		t.Fatalf("resources %s (%v); want both", b, err)

@@ -16,6 +16,7 @@ import (
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -62,13 +63,13 @@ func connectWithDisks(f *fleet.Fleet, name string, cpu, mem float64, disks map[s
 	f.Apply(name, id, u)
 }
 
-func callMetrics(t *testing.T, cs *mcp.ClientSession, args map[string]any) (*mcp.CallToolResult, MetricsOutput, int, int) {
+func callMetrics(t *testing.T, cs *mcp.ClientSession, args map[string]any) (*mcp.CallToolResult, fleetview.MetricsOutput, int, int) {
 	t.Helper()
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "get_metrics", Arguments: args})
 	if err != nil {
 		t.Fatalf("get_metrics %v: %v", args, err)
 	}
-	var out MetricsOutput
+	var out fleetview.MetricsOutput
 	text := 0
 	for _, c := range res.Content {
 		if tc, ok := c.(*mcp.TextContent); ok {
@@ -85,7 +86,7 @@ func callMetrics(t *testing.T, cs *mcp.ClientSession, args map[string]any) (*mcp
 	return res, out, text, len(b)
 }
 
-func series(t *testing.T, out MetricsOutput, metric string) SeriesView {
+func series(t *testing.T, out fleetview.MetricsOutput, metric string) fleetview.SeriesView {
 	t.Helper()
 	for _, s := range out.Series {
 		if s.Metric == metric {
@@ -93,7 +94,7 @@ func series(t *testing.T, out MetricsOutput, metric string) SeriesView {
 		}
 	}
 	t.Fatalf("no %s series in %+v", metric, out.Series)
-	return SeriesView{}
+	return fleetview.SeriesView{}
 }
 
 // TestGetMetricsTrendsAndFullIn: over a day in which /var fills by one
@@ -119,7 +120,7 @@ func TestGetMetricsTrendsAndFullIn(t *testing.T) {
 		return 0.5
 	})
 	for _, since := range []string{"24h", "1d", "6h", ""} {
-		out, err := getMetrics(context.Background(), Deps{Fleet: e.fleet, Store: e.st}, MetricsInput{Target: "web-1", Since: since}, now)
+		out, err := fleetview.New(fleetview.Deps{Fleet: e.fleet, Store: e.st}).Metrics(context.Background(), fleetview.MetricsInput{Target: "web-1", Since: since}, now)
 		if err != nil {
 			t.Fatalf("since %q: %v", since, err)
 		}
@@ -127,8 +128,8 @@ func TestGetMetricsTrendsAndFullIn(t *testing.T) {
 			t.Fatalf("since %q: %d series, %d disks; want cpu, memory, load, / and /var", since, len(out.Series), len(out.Disks))
 		}
 		for _, s := range out.Series {
-			if len(s.Points) == 0 || len(s.Points) > maxBuckets {
-				t.Errorf("since %q: %s has %d points; want 1 to %d", since, s.Metric, len(s.Points), maxBuckets)
+			if len(s.Points) == 0 || len(s.Points) > fleetview.MaxBuckets {
+				t.Errorf("since %q: %s has %d points; want 1 to %d", since, s.Metric, len(s.Points), fleetview.MaxBuckets)
 			}
 		}
 		if cpu, mem := series(t, out, "cpu"), series(t, out, "memory"); cpu.TrendPerHour >= 0 || mem.TrendPerHour <= 0 || cpu.Now != 20 || mem.Now != 70 {
@@ -196,8 +197,8 @@ func TestGetMetricsFitsTheBudget(t *testing.T) {
 			t.Errorf("%v: %d characters of text and %d structured; want at most %d each", args, text, structured, limit)
 		}
 		for _, s := range out.Series {
-			if len(s.Points) > maxBuckets || len(s.Points) == 0 {
-				t.Errorf("%v: %s has %d points; want 1 to %d", args, s.Metric, len(s.Points), maxBuckets)
+			if len(s.Points) > fleetview.MaxBuckets || len(s.Points) == 0 {
+				t.Errorf("%v: %s has %d points; want 1 to %d", args, s.Metric, len(s.Points), fleetview.MaxBuckets)
 			}
 		}
 		if _, ok := args["metrics"]; !ok && len(out.Disks) != 32 {
@@ -270,20 +271,6 @@ func TestGetMetricsWithoutHistory(t *testing.T) {
 	}
 }
 
-// TestParseSince reads Go durations and days.
-func TestParseSince(t *testing.T) {
-	for in, want := range map[string]time.Duration{"1h": time.Hour, "90m": 90 * time.Minute, "1d": 24 * time.Hour, "7d": 168 * time.Hour, "1d12h": 36 * time.Hour} {
-		if got, err := parseSince(in); err != nil || got != want {
-			t.Errorf("parseSince(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "d", "1w", "-1h", "1d-2h", "99999999999d"} {
-		if _, err := parseSince(in); err == nil {
-			t.Errorf("parseSince(%q): no error", in)
-		}
-	}
-}
-
 // BenchmarkGetMetricsWeek is get_metrics' whole path over an in-memory
 // MCP session for one server with a full week of history (cpu, memory,
 // load and four disks) in the embedded store: the default hour, a day and
@@ -305,7 +292,7 @@ func BenchmarkGetMetricsWeek(b *testing.B) {
 	metrics := []string{"cpu", "memory", "load", "disk:/", "disk:/var", "disk:/home", "disk:/srv"}
 	fillHistory(b, st, "web-1", now, 7*24*time.Hour, metrics, func(m string, at time.Time) float64 { return 40 + 30*math.Sin(float64(at.Unix())/3600) })
 	connectWithDisks(fl, "web-1", 20, 50, disks)
-	s := NewServer(Deps{Fleet: fl, Store: st, Logger: logger}, store.ScopeRead)
+	s := NewServer(Deps{Deps: fleetview.Deps{Fleet: fl, Store: st, Logger: logger}, Store: st}, store.ScopeRead)
 	ct, sst := mcp.NewInMemoryTransports()
 	if _, err := s.Connect(ctx, sst, nil); err != nil {
 		b.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 	"github.com/gridcity/gridcity/coordinator/internal/graph"
 	"github.com/gridcity/gridcity/coordinator/internal/incidents"
 	"github.com/gridcity/gridcity/coordinator/internal/resources"
@@ -68,8 +69,7 @@ probes: {interval: 15s, timeout: 1s, failuresBeforeTroubled: 2}
 	tok := "gc_incident"
 	st.CreateToken(ctx, store.Token{Name: "t", Scope: store.ScopeRead, Hash: HashToken(tok), CreatedAt: time.Now()})
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", Handler(Deps{Fleet: f, Store: st, Commands: command.New(command.Config{}, st, f, nopDispatcher{}, logger),
-		Topology: topo, Resources: prober, Incidents: tracker, Logger: logger}, DefaultGuardConfig()))
+	mux.Handle("/mcp", Handler(Deps{Deps: fleetview.Deps{Fleet: f, Store: st, Commands: command.New(command.Config{}, st, f, nopDispatcher{}, logger), Topology: topo, Resources: prober, Incidents: tracker, Logger: logger}, Store: st}, DefaultGuardConfig()))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	hc := &http.Client{Transport: headerTransport{http.DefaultTransport, map[string]string{"Authorization": "Bearer " + tok}}}
@@ -78,12 +78,12 @@ probes: {interval: 15s, timeout: 1s, failuresBeforeTroubled: 2}
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	report := func() IncidentOutput {
+	report := func() fleetview.IncidentOutput {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "incident_report", Arguments: map[string]any{}})
 		if err != nil || res.IsError {
 			t.Fatalf("incident_report: %v %+v", err, res)
 		}
-		var out IncidentOutput
+		var out fleetview.IncidentOutput
 		b, _ := json.Marshal(res.StructuredContent)
 		json.Unmarshal(b, &out)
 		return out
@@ -122,7 +122,7 @@ probes: {interval: 15s, timeout: 1s, failuresBeforeTroubled: 2}
 	if err != nil || res.IsError {
 		t.Fatal(err)
 	}
-	var lr ResourcesOutput
+	var lr fleetview.ResourcesOutput
 	b, _ := json.Marshal(res.StructuredContent)
 	json.Unmarshal(b, &lr)
 	if len(lr.Candidates) != 1 || lr.Candidates[0].Server != "web-1" || lr.Candidates[0].Engine != "postgres" || lr.Candidates[0].Process != "postgres" {

@@ -12,6 +12,7 @@ import (
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
 	"github.com/gridcity/gridcity/coordinator/internal/config"
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 	"github.com/gridcity/gridcity/coordinator/internal/resources"
 	"github.com/gridcity/gridcity/coordinator/internal/topology"
 )
@@ -48,7 +49,7 @@ links:
 	if err != nil || res.IsError {
 		t.Fatalf("list_resources: %v %+v", err, res)
 	}
-	var out ResourcesOutput
+	var out fleetview.ResourcesOutput
 	b, _ := json.Marshal(res.StructuredContent)
 	if err := json.Unmarshal(b, &out); err != nil || len(out.Resources) != 1 {
 		t.Fatalf("resources %s (%v)", b, err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gridcity/gridcity/coordinator/internal/bench/simfleet"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -23,6 +24,7 @@ import (
 type fleetAndTools interface {
 	fleet.Store
 	Store
+	fleetview.Store
 }
 
 // enrolledStore answers Agents from memory: enrolling ten thousand agents
@@ -77,7 +79,7 @@ func fleetOf(tb testing.TB, n int, state func(r *rand.Rand, i int, now time.Time
 			f.Disconnect(name, id)
 		}
 	}
-	return Deps{Fleet: f, Store: es, Logger: logger}
+	return Deps{Deps: fleetview.Deps{Fleet: f, Store: es, Logger: logger}, Store: es}
 }
 
 // memSession connects an MCP client to a read-scope server in memory, as

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 	"github.com/gridcity/gridcity/coordinator/internal/topology"
 )
@@ -45,7 +46,7 @@ func TestListServersTopProcesses(t *testing.T) {
 		f.Apply(name, id, &gridcityv1.StateUpdate{Full: true, CollectedUnixMs: now.UnixMilli(), Host: &gridcityv1.HostInfo{Hostname: name}, Processes: ps})
 		es.agents = append(es.agents, store.Agent{Name: name, EnrolledAt: now})
 	}
-	cs := memSession(t, Deps{Fleet: f, Store: es, Topology: topology.New(config.Default(), f, nil), Logger: slog.New(slog.DiscardHandler)})
+	cs := memSession(t, Deps{Deps: fleetview.Deps{Fleet: f, Store: es, Topology: topology.New(config.Default(), f, nil), Logger: slog.New(slog.DiscardHandler)}, Store: es})
 
 	out, res := callListServers(t, cs, map[string]any{})
 	if res.IsError || len(out.Rows) != 2 {
@@ -61,7 +62,7 @@ func TestListServersTopProcesses(t *testing.T) {
 	if top == nil {
 		t.Fatalf("web-1 has no topProcesses: %+v", out.Servers[0])
 	}
-	pids := func(ps []ProcessView) (out []int32) {
+	pids := func(ps []fleetview.ProcessView) (out []int32) {
 		for _, p := range ps {
 			out = append(out, p.PID)
 		}
@@ -81,7 +82,7 @@ func TestListServersTopProcesses(t *testing.T) {
 	}
 
 	out, _ = callListServers(t, cs, map[string]any{"name": "web-2"})
-	if v := out.Servers[0]; v.TopProcesses != nil || !slices.ContainsFunc(v.Gaps, func(g GapView) bool {
+	if v := out.Servers[0]; v.TopProcesses != nil || !slices.ContainsFunc(v.Gaps, func(g fleetview.GapView) bool {
 		return g.Check == "processes" && strings.Contains(g.Reason, "unknown, not none")
 	}) {
 		t.Errorf("web-2 without processes: top %+v, gaps %+v; want none and a gap", v.TopProcesses, v.Gaps)

@@ -17,19 +17,20 @@ import (
 
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 	"github.com/gridcity/gridcity/coordinator/internal/topology"
 )
 
 // listServers calls list_servers and decodes its answer; res is the raw
 // result, for the error cases.
-func callListServers(t *testing.T, cs *mcp.ClientSession, args map[string]any) (ListServersOutput, *mcp.CallToolResult) {
+func callListServers(t *testing.T, cs *mcp.ClientSession, args map[string]any) (fleetview.ListServersOutput, *mcp.CallToolResult) {
 	t.Helper()
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "list_servers", Arguments: args})
 	if err != nil {
 		t.Fatalf("list_servers(%v): %v", args, err)
 	}
-	var out ListServersOutput
+	var out fleetview.ListServersOutput
 	if res.IsError {
 		return out, res
 	}
@@ -42,7 +43,7 @@ func callListServers(t *testing.T, cs *mcp.ClientSession, args map[string]any) (
 
 // names are the servers an answer names, in its order: rows, the
 // others' names, then whole views.
-func names(out ListServersOutput) []string {
+func names(out fleetview.ListServersOutput) []string {
 	ns := []string{}
 	for _, r := range out.Rows {
 		ns = append(ns, r.Name)
@@ -55,7 +56,7 @@ func names(out ListServersOutput) []string {
 }
 
 // statuses are the statuses of the servers an answer has a row or a view of.
-func statuses(out ListServersOutput) map[string]string {
+func statuses(out fleetview.ListServersOutput) map[string]string {
 	m := map[string]string{}
 	for _, r := range out.Rows {
 		m[r.Name] = r.Status
@@ -115,7 +116,7 @@ func smallFleet(t *testing.T) Deps {
 	es.agents = append(es.agents, store.Agent{Name: "new-1", EnrolledAt: now})
 	cfg := config.Default()
 	cfg.Districts = []config.District{{ID: "shop", Name: "Shop", Members: []string{"db-1", "shop-lb"}}}
-	return Deps{Fleet: f, Store: es, Topology: topology.New(cfg, f, nil), Logger: logger}
+	return Deps{Deps: fleetview.Deps{Fleet: f, Store: es, Topology: topology.New(cfg, f, nil), Logger: logger}, Store: es}
 }
 
 func TestListServersFilters(t *testing.T) {
@@ -185,7 +186,7 @@ func TestListServersStatuses(t *testing.T) {
 			t.Errorf("%s is %q; want %q", n, got[n], st)
 		}
 	}
-	one := func(name string) ServerView {
+	one := func(name string) fleetview.ServerView {
 		out, res := callListServers(t, cs, map[string]any{"name": name})
 		if res.IsError || len(out.Servers) != 1 {
 			t.Fatalf("list_servers {name: %s}: %+v", name, res.Content)
@@ -195,7 +196,7 @@ func TestListServersStatuses(t *testing.T) {
 	if s := one("new-1"); len(s.Gaps) != 1 || !strings.Contains(s.Gaps[0].Reason, "never connected") {
 		t.Errorf("new-1 gaps %+v; want one saying it never connected", s.Gaps)
 	}
-	if s := one("old-1"); !slices.ContainsFunc(s.Gaps, func(g GapView) bool { return strings.Contains(g.Reason, "revoked") }) {
+	if s := one("old-1"); !slices.ContainsFunc(s.Gaps, func(g fleetview.GapView) bool { return strings.Contains(g.Reason, "revoked") }) {
 		t.Errorf("old-1 gaps %+v; want one saying its certificate was revoked", s.Gaps)
 	}
 }
@@ -323,7 +324,7 @@ func TestListServersLimits(t *testing.T) {
 			t.Fatalf("list_servers(%v): %+v", tc.args, res.Content)
 		}
 		n := len(out.Rows)
-		if tc.want > 0 && n != tc.want || tc.want == 0 && (n < 300 || n >= maxServersLimit) || !out.Truncated || out.NextAfter != out.Rows[n-1].Name || out.Total != 1001 {
+		if tc.want > 0 && n != tc.want || tc.want == 0 && (n < 300 || n >= fleetview.MaxServersLimit) || !out.Truncated || out.NextAfter != out.Rows[n-1].Name || out.Total != 1001 {
 			t.Errorf("list_servers(%v): %d rows, truncated %v, nextAfter %q, total %d; want %d (0: as many as fit), true, the last one's name, 1001",
 				tc.args, n, out.Truncated, out.NextAfter, out.Total, tc.want)
 		}
@@ -343,7 +344,7 @@ func TestServerResourcesPastOnePage(t *testing.T) {
 		t.Errorf("%s lists %d of %d servers and omits %v, more %q; want as many as fit, the others counted", uriServers, len(idx.Servers), idx.Total, idx.Omitted, idx.More)
 	}
 	for _, name := range []string{"sim-00001", "sim-01001"} {
-		var v ServerView
+		var v fleetview.ServerView
 		readJSON(t, cs, serverURI(name), &v)
 		if v.Name != name {
 			t.Errorf("%s is %q", serverURI(name), v.Name)
@@ -376,7 +377,7 @@ func TestListServersWhenTheFleetsRevokedMarkLags(t *testing.T) {
 		t.Fatal(err)
 	}
 	es.agents = []store.Agent{{Name: "web-1", EnrolledAt: now}, {Name: "web-2", EnrolledAt: now, RevokedAt: now}}
-	cs := memSession(t, Deps{Fleet: f, Store: es, Logger: slog.New(slog.DiscardHandler)})
+	cs := memSession(t, Deps{Deps: fleetview.Deps{Fleet: f, Store: es, Logger: slog.New(slog.DiscardHandler)}, Store: es})
 	out, res := callListServers(t, cs, map[string]any{})
 	if res.IsError {
 		t.Fatalf("list_servers: %+v", res.Content)
@@ -415,13 +416,13 @@ func TestListServersUnknownIsAbsent(t *testing.T) {
 		FailedUnits: &gridcityv1.Units{}, Containers: &gridcityv1.Containers{}, Updates: &gridcityv1.Updates{Manager: "apt", CheckedUnix: now.Add(-time.Minute).Unix()}})
 	id = f.Connect(&gridcityv1.Hello{Name: "older-1"})
 	f.Apply("older-1", id, &gridcityv1.StateUpdate{Full: true, CollectedUnixMs: now.UnixMilli(), Host: &gridcityv1.HostInfo{Hostname: "older-1"}})
-	d := Deps{Fleet: f, Store: enrolledStore{fleetAndTools: st}, Logger: slog.New(slog.DiscardHandler)}
+	d := Deps{Deps: fleetview.Deps{Fleet: f, Store: enrolledStore{fleetAndTools: st}}, Store: enrolledStore{fleetAndTools: st}}
 
-	out, err := listServers(ctx, d, ListServersInput{Full: true}, now)
+	out, err := fleetview.New(d.Deps).ListServers(ctx, fleetview.ListServersInput{Full: true}, now)
 	if err != nil || len(out.Servers) != 3 {
 		t.Fatalf("got %d servers, %v; want 3", len(out.Servers), err)
 	}
-	gapChecks := func(v ServerView) []string {
+	gapChecks := func(v fleetview.ServerView) []string {
 		var cs []string
 		for _, g := range v.Gaps {
 			cs = append(cs, g.Check)
@@ -430,7 +431,7 @@ func TestListServersUnknownIsAbsent(t *testing.T) {
 	}
 	busy, fresh, older := out.Servers[0], out.Servers[1], out.Servers[2]
 	if got := gapChecks(busy); !slices.Equal(got, []string{"cpu:busy"}) || busy.CPU == nil || busy.CPU.BusyPercent != nil || busy.Updates == nil || busy.Updates.Pending != 0 ||
-		busy.Updates.CheckedAt != rfc3339(now.Add(-time.Minute).Truncate(time.Second)) {
+		busy.Updates.CheckedAt != fleetview.RFC3339(now.Add(-time.Minute).Truncate(time.Second)) {
 		t.Errorf("busy-1: cpu %+v, updates %+v, gaps %v; want no busy share with a cpu:busy gap, and the 0 pending it reported with when", busy.CPU, busy.Updates, got)
 	}
 	b, _ := json.Marshal(fresh)
@@ -499,7 +500,7 @@ func TestListServersOneServerInFullFits(t *testing.T) {
 		}
 	}
 	out, _ := callListServers(t, cs, map[string]any{"name": "sim-00001"})
-	if len(out.Servers) != 1 || slices.ContainsFunc(out.Servers[0].Gaps, func(g GapView) bool { return strings.Contains(g.Reason, "left out to keep") }) {
+	if len(out.Servers) != 1 || slices.ContainsFunc(out.Servers[0].Gaps, func(g fleetview.GapView) bool { return strings.Contains(g.Reason, "left out to keep") }) {
 		t.Errorf("sim-00001: %+v; want it whole", out.Servers)
 	}
 }

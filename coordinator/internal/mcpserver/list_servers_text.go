@@ -8,13 +8,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 )
 
 // renderListServers is list_servers' text content: the structured answer's
 // facts for a model to read, a summary line and then aligned rows, in
 // fewer characters than its JSON. One server in full stays JSON: every
 // field of it is a fact.
-func renderListServers(out ListServersOutput) string {
+func renderListServers(out fleetview.ListServersOutput) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d servers: %s; %d match", out.Total, statusCounts(out.ByStatus), out.Matched)
 	if out.Truncated {
@@ -62,7 +64,7 @@ func renderListServers(out ListServersOutput) string {
 }
 
 // writeRows writes rows as aligned columns; a figure not known is "-".
-func writeRows(b *strings.Builder, rows []ServerRow) {
+func writeRows(b *strings.Builder, rows []fleetview.ServerRow) {
 	wName, wStatus, wDistrict := len("name"), len("status"), len("district")
 	for _, r := range rows {
 		wName, wStatus, wDistrict = max(wName, len(r.Name)), max(wStatus, len(r.Status)), max(wDistrict, len(r.District))
@@ -83,7 +85,7 @@ func writeRows(b *strings.Builder, rows []ServerRow) {
 // statusCounts is "9800 online, 100 offline", in the statuses' order.
 func statusCounts(m map[string]int) string {
 	var parts []string
-	for _, s := range serverStatuses {
+	for _, s := range fleetview.ServerStatuses {
 		if m[s] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", m[s], s))
 		}

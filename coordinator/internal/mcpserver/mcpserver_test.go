@@ -22,6 +22,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 	"github.com/gridcity/gridcity/coordinator/internal/resources"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 	"github.com/gridcity/gridcity/coordinator/internal/topology"
@@ -75,8 +76,7 @@ func newEnvTimed(t *testing.T, guard GuardConfig, tm timing) *env {
 	}
 	prober := resources.New(cfg, logger)
 	e := &env{st: st, cmds: cmds, fleet: f, token: tok, guard: guard,
-		deps: Deps{Fleet: f, Store: st, Commands: cmds, Topology: topology.New(cfg, f, prober), Resources: prober, AppURL: "http://127.0.0.1:4600/", Logger: logger,
-			RunWait: tm.run, WaitAgain: tm.again}}
+		deps: Deps{Deps: fleetview.Deps{Fleet: f, Store: st, Commands: cmds, Topology: topology.New(cfg, f, prober), Resources: prober, Logger: logger}, Store: st, AppURL: "http://127.0.0.1:4600/", RunWait: tm.run, WaitAgain: tm.again}}
 	e.srv = e.replica(t)
 	return e
 }
@@ -149,12 +149,12 @@ func TestListServers(t *testing.T) {
 	e.st.RevokeAgent(ctx, "old-1", now)
 
 	cs := e.client(t, e.token)
-	call := func(args map[string]any) (ListServersOutput, *mcp.CallToolResult) {
+	call := func(args map[string]any) (fleetview.ListServersOutput, *mcp.CallToolResult) {
 		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "list_servers", Arguments: args})
 		if err != nil || res.IsError {
 			t.Fatalf("list_servers(%v): %v %+v", args, err, res)
 		}
-		var out ListServersOutput
+		var out fleetview.ListServersOutput
 		b, _ := json.Marshal(res.StructuredContent)
 		if err := json.Unmarshal(b, &out); err != nil {
 			t.Fatal(err)
@@ -188,7 +188,7 @@ func TestListServers(t *testing.T) {
 			t.Errorf("text content lacks %q:\n%s", want, text)
 		}
 	}
-	var views []ServerView
+	var views []fleetview.ServerView
 	for _, n := range []string{"db-1", "new-1", "old-1", "web-1"} {
 		one, _ := call(map[string]any{"name": n})
 		if len(one.Servers) != 1 || one.Rows != nil {
@@ -216,7 +216,7 @@ func TestListServers(t *testing.T) {
 		t.Errorf("listening %+v; want sorted by port", web.Listening)
 	}
 	// The state here has no processes section: that gap says so.
-	web.Gaps = slices.DeleteFunc(web.Gaps, func(g GapView) bool { return g.Check == "processes" })
+	web.Gaps = slices.DeleteFunc(web.Gaps, func(g fleetview.GapView) bool { return g.Check == "processes" })
 	if len(web.FailedUnits) != 1 || len(web.Gaps) != 1 || web.Gaps[0].Check != "containers" {
 		t.Errorf("failed units %+v gaps %+v", web.FailedUnits, web.Gaps)
 	}
@@ -499,12 +499,12 @@ func TestTopologyAndRunbooks(t *testing.T) {
 	e.fleet.Apply("api-1", id, &gridcityv1.StateUpdate{Full: true, Connections: &gridcityv1.Connections{Items: []*gridcityv1.Connection{
 		{RemoteAddress: "10.0.4.30", RemotePort: 6379, Count: 3}, {RemoteAddress: "10.0.4.20", RemotePort: 5432, Count: 1}, {RemoteAddress: "192.0.2.1", RemotePort: 443, Count: 1}}}})
 	cs := e.client(t, e.token)
-	call := func(args map[string]any) (*mcp.CallToolResult, TopologyOutput) {
+	call := func(args map[string]any) (*mcp.CallToolResult, fleetview.TopologyOutput) {
 		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "get_topology", Arguments: args})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out TopologyOutput
+		var out fleetview.TopologyOutput
 		b, _ := json.Marshal(res.StructuredContent)
 		json.Unmarshal(b, &out)
 		return res, out
@@ -543,7 +543,7 @@ func TestTopologyAndRunbooks(t *testing.T) {
 	if err != nil || rb.IsError {
 		t.Fatal(err, rb)
 	}
-	var out RunbooksOutput
+	var out fleetview.RunbooksOutput
 	b, _ := json.Marshal(rb.StructuredContent)
 	json.Unmarshal(b, &out)
 	if len(out.Runbooks) != 1 || out.Runbooks[0].Match["engine"] != "postgres" || out.Runbooks[0].ReadOnly {

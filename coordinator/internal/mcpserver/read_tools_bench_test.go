@@ -16,6 +16,7 @@ import (
 
 	"github.com/gridcity/gridcity/coordinator/internal/bench/simfleet"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -63,7 +64,7 @@ func BenchmarkReadToolsUnderWrites(b *testing.B) {
 		func(m string, at time.Time) float64 { return 40 + 30*math.Sin(float64(at.Unix())/3600) })
 	d.Store = historyStore{memStore: d.Store.(memStore), history: hist}
 	cs := memSession(b, d)
-	app := NewApp(d)
+	app := fleetview.New(d.Deps)
 
 	stop := writeFleet(d.Fleet, streams)
 	defer stop()

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -17,13 +18,13 @@ func TestPanicInAHandlerFailsOnlyThatCall(t *testing.T) {
 	var logs bytes.Buffer
 	s := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
 	s.AddReceivingMiddleware(RecoverPanics(slog.New(slog.NewTextHandler(&logs, nil))))
-	mcp.AddTool(s, &mcp.Tool{Name: "boom"}, func(context.Context, *mcp.CallToolRequest, NoInput) (*mcp.CallToolResult, NoInput, error) {
+	mcp.AddTool(s, &mcp.Tool{Name: "boom"}, func(context.Context, *mcp.CallToolRequest, fleetview.NoInput) (*mcp.CallToolResult, fleetview.NoInput, error) {
 		var m map[string]int
 		m["x"]++ // a nil map: panics
-		return nil, NoInput{}, nil
+		return nil, fleetview.NoInput{}, nil
 	})
-	mcp.AddTool(s, &mcp.Tool{Name: "fine"}, func(context.Context, *mcp.CallToolRequest, NoInput) (*mcp.CallToolResult, NoInput, error) {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, NoInput{}, nil
+	mcp.AddTool(s, &mcp.Tool{Name: "fine"}, func(context.Context, *mcp.CallToolRequest, fleetview.NoInput) (*mcp.CallToolResult, fleetview.NoInput, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, fleetview.NoInput{}, nil
 	})
 	ctx := context.Background()
 	c1, c2 := net.Pipe()

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -53,7 +54,7 @@ func addResources(s *mcp.Server, d Deps, scope store.Scope) {
 		if err != nil {
 			return nil, err
 		}
-		var glance ListServersOutput
+		var glance fleetview.ListServersOutput
 		if err := json.Unmarshal(b, &glance); err != nil {
 			return nil, err
 		}
@@ -70,7 +71,7 @@ func addResources(s *mcp.Server, d Deps, scope store.Scope) {
 		// Each entry while it fits the budget of an answer without
 		// arguments, the rest counted by status (the URIs make an entry
 		// longer than the glance's row).
-		n := fitting(entries, answerBudget-jsonSize(out)-64) // 64: the omitted counts it may gain
+		n := fleetview.Fitting(entries, fleetview.AnswerBudget-fleetview.JSONSize(out)-64) // 64: the omitted counts it may gain
 		out.Servers = append(out.Servers, entries[:n]...)
 		if n < len(entries) {
 			if out.Omitted == nil {
@@ -101,7 +102,7 @@ func addResources(s *mcp.Server, d Deps, scope store.Scope) {
 		if err != nil {
 			return nil, err
 		}
-		var found ListServersOutput
+		var found fleetview.ListServersOutput
 		if err := json.Unmarshal(b, &found); err != nil {
 			return nil, err
 		}
@@ -118,7 +119,7 @@ func addResources(s *mcp.Server, d Deps, scope store.Scope) {
 		for _, r := range all.Rows {
 			names = append(names, r.Name)
 		}
-		return nil, &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Message: fmt.Sprintf("unknown server %q; known servers: %s", name, closeMatches(name, names))}
+		return nil, &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Message: fmt.Sprintf("unknown server %q; known servers: %s", name, fleetview.CloseMatches(name, names))}
 	})
 	s.AddResource(&mcp.Resource{
 		URI: uriTopology, Name: "topology", Title: "Topology", MIMEType: "application/json",
@@ -202,7 +203,7 @@ func serverURI(name string) string { return "gridcity://servers/" + url.PathEsca
 // readAudit reads the rows of the newest requests: the store lists audit
 // rows oldest first, and the newest are what a client wants.
 func readAudit(ctx context.Context, st Store) (AuditLog, error) {
-	out := AuditLog{Entries: []AuditRow{}, GeneratedAt: rfc3339(time.Now())}
+	out := AuditLog{Entries: []AuditRow{}, GeneratedAt: fleetview.RFC3339(time.Now())}
 	reqs, err := st.Requests(ctx, auditRequests)
 	if err != nil {
 		return out, fmt.Errorf("reading the command requests failed (%v); retry", err)
@@ -329,14 +330,14 @@ func (r *toolReader) callWith(ctx context.Context, name string, args map[string]
 
 // servers reads every server's row, page by page: list_servers answers
 // the rows that fit its size bound.
-func (r *toolReader) servers(ctx context.Context) (ListServersOutput, error) {
-	var out ListServersOutput
+func (r *toolReader) servers(ctx context.Context) (fleetview.ListServersOutput, error) {
+	var out fleetview.ListServersOutput
 	for after := ""; ; {
-		b, err := r.callWith(ctx, "list_servers", map[string]any{"limit": maxServersLimit, "after": after})
+		b, err := r.callWith(ctx, "list_servers", map[string]any{"limit": fleetview.MaxServersLimit, "after": after})
 		if err != nil {
 			return out, err
 		}
-		var page ListServersOutput
+		var page fleetview.ListServersOutput
 		if err := json.Unmarshal(b, &page); err != nil {
 			return out, err
 		}

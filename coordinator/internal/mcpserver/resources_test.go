@@ -12,6 +12,7 @@ import (
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -70,7 +71,7 @@ func TestResources(t *testing.T) {
 		Why: []string{"1 failed unit: api.service"}, URI: "gridcity://servers/api-1"}) {
 		t.Errorf("servers index %+v", idx)
 	}
-	var one ServerView
+	var one fleetview.ServerView
 	readJSON(t, rd, idx.Servers[0].URI, &one)
 	if one.Name != "api-1" || one.OS.Name != "debian" || len(one.FailedUnits) != 1 {
 		t.Errorf("server state %+v", one)

@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gridcity/gridcity/coordinator/internal/command"
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -77,7 +78,7 @@ func addRunCommand(s *mcp.Server, d Deps) {
 			return nil, CommandResult{}, errors.New("this token has the read scope: it cannot run commands")
 		}
 		sub := command.Submission{Server: in.Server, Command: in.Command, Reason: in.Reason, TimeoutSeconds: in.TimeoutSeconds,
-			Risky: in.Risky, Client: caller.Client, Token: caller.Token, Runbook: runbookOf(d, in.Command)}
+			Risky: in.Risky, Client: caller.Client, Token: caller.Token, Runbook: d.view.Runbook(in.Command)}
 		if in.Input != nil {
 			sub.Input = &command.Input{Prompt: in.Input.Prompt, Secret: in.Input.Secret}
 		}
@@ -144,7 +145,7 @@ func resultOf(r command.Request, appURL string) CommandResult {
 	switch r.Status {
 	case command.StatusPending:
 		out.Status = "waiting"
-		out.ExpiresAt = rfc3339(r.ExpiresAt)
+		out.ExpiresAt = fleetview.RFC3339(r.ExpiresAt)
 		out.Next = "A person has to approve this in the gridcity app (" + appURL + "). Tell the user, then call wait_for_command with " + waitArgs(r.ID) + "."
 	case command.StatusApproved, command.StatusDispatched, command.StatusRunning:
 		out.Status = "waiting"

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -33,7 +34,7 @@ func TestSecurityFindings(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("security_findings: %v %+v", err, res)
 	}
-	var out SecurityOutput
+	var out fleetview.SecurityOutput
 	b, _ := json.Marshal(res.StructuredContent)
 	if err := json.Unmarshal(b, &out); err != nil {
 		t.Fatal(err)
@@ -68,13 +69,13 @@ func TestSecurityFindingsShortenedListIsOneCallAway(t *testing.T) {
 		e.fleet.Apply(name, id, &gridcityv1.StateUpdate{Full: true, Updates: &gridcityv1.Updates{Security: 25, Manager: "apt", SecurityPackages: pkgs}})
 	}
 	cs := e.client(t, e.token)
-	call := func(args map[string]any) (*mcp.CallToolResult, SecurityOutput) {
+	call := func(args map[string]any) (*mcp.CallToolResult, fleetview.SecurityOutput) {
 		t.Helper()
 		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "security_findings", Arguments: args})
 		if err != nil {
 			t.Fatalf("security_findings %v: %v", args, err)
 		}
-		var out SecurityOutput
+		var out fleetview.SecurityOutput
 		if !res.IsError {
 			b, _ := json.Marshal(res.StructuredContent)
 			if err := json.Unmarshal(b, &out); err != nil {

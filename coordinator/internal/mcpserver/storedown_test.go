@@ -17,6 +17,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 	"github.com/gridcity/gridcity/coordinator/internal/pgtest"
 	"github.com/gridcity/gridcity/coordinator/internal/resources"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
@@ -85,11 +86,10 @@ func TestListServersWhileTheStoreIsDownSaysStale(t *testing.T) {
 	topo := topology.New(cfg, b, prober)
 	tracker := trackerOf(st, topo, logger)
 	e := &env{st: st, cmds: cmds, fleet: b, token: tok, guard: DefaultGuardConfig(),
-		deps: Deps{Fleet: b, Store: st, Commands: cmds, Topology: topo, Resources: prober, Incidents: tracker,
-			AppURL: "http://coord-b:4600/", Logger: logger, RunWait: 300 * time.Millisecond, WaitAgain: time.Second}}
+		deps: Deps{Deps: fleetview.Deps{Fleet: b, Store: st, Commands: cmds, Topology: topo, Resources: prober, Incidents: tracker, Logger: logger}, Store: st, AppURL: "http://coord-b:4600/", RunWait: 300 * time.Millisecond, WaitAgain: time.Second}}
 	e.srv = e.replica(t)
 	cs := e.client(t, tok)
-	list := func(args map[string]any) (ListServersOutput, string) {
+	list := func(args map[string]any) (fleetview.ListServersOutput, string) {
 		t.Helper()
 		out, res := mustList(t, cs, args)
 		return out, res.Content[0].(*mcp.TextContent).Text
@@ -127,7 +127,7 @@ func TestListServersWhileTheStoreIsDownSaysStale(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("incident_report with the store down: %v %+v; want an answer", err, res)
 	}
-	var inc IncidentOutput
+	var inc fleetview.IncidentOutput
 	raw, _ := json.Marshal(res.StructuredContent)
 	if err := json.Unmarshal(raw, &inc); err != nil || len(inc.Gaps) != 1 || !strings.HasPrefix(inc.Gaps[0].Reason, want) || !strings.Contains(inc.Gaps[0].Reason, "recent incidents are left out") {
 		t.Fatalf("incident_report with the store down: gaps %+v, %v; want one saying the store is unreachable and recent incidents are left out", inc.Gaps, err)

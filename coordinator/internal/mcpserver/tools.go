@@ -1,6 +1,8 @@
-// Package mcpserver is the coordinator's MCP endpoint: one file per tool,
-// this file lists them all with their tier, and guard.go decides who may
-// reach them.
+// Package mcpserver is the coordinator's MCP endpoint: one file per tool
+// with its declaration, arguments and text rendering, this file lists them
+// all with their tier, eras.go serves the protocol's versions and guard.go
+// decides who may reach them. What the tools answer is read and judged by
+// fleetview, the read model the approval app shares.
 package mcpserver
 
 import (
@@ -12,7 +14,6 @@ import (
 	"net/http"
 	"runtime/debug"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -20,12 +21,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gridcity/gridcity/coordinator/internal/command"
-	"github.com/gridcity/gridcity/coordinator/internal/fleet"
-	"github.com/gridcity/gridcity/coordinator/internal/incidents"
-	"github.com/gridcity/gridcity/coordinator/internal/resources"
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 	"github.com/gridcity/gridcity/coordinator/internal/telemetry"
-	"github.com/gridcity/gridcity/coordinator/internal/topology"
 )
 
 // Tier classifies a tool by what calling it can do.
@@ -38,41 +36,31 @@ const (
 	TierGated Tier = "gated"
 )
 
-// Store is the part of the coordinator's store the tools, the audit
-// resource and the guard read; they write nothing to it.
+// Store is the part of the coordinator's store the guard and the audit
+// resource read; they write nothing to it.
 type Store interface {
 	TokenStore
-	// Agents tells list_servers which servers are revoked or never connected.
-	Agents(ctx context.Context) ([]store.Agent, error)
-	MetricHistory(ctx context.Context, server string, step time.Duration, since time.Time, every time.Duration) ([]store.MetricPoint, error)
 	// Requests and Audit are read for the audit resource.
 	Requests(ctx context.Context, limit int, statuses ...string) ([]store.RequestRecord, error)
 	Audit(ctx context.Context, requestID string, limit int) ([]store.AuditEntry, error)
 }
 
-// Deps is what the tools read from.
+// Deps is what the tools read from and act on.
 type Deps struct {
-	Fleet    *fleet.Fleet
-	Store    Store
-	Commands *command.Service
-	// Topology builds the graph of servers, resources, districts and links.
-	Topology *topology.Source
-	// Resources holds the probed state of the config's resources.
-	Resources *resources.Prober
-	// Incidents records incidents with their start and end (optional).
-	Incidents *incidents.Tracker
+	// Deps is what the read model reads: the tools answer through
+	// fleetview, and only declare, check arguments and render here.
+	fleetview.Deps
+	// Store is what the guard and the audit resource read.
+	Store Store
 	// AppURL is where people approve commands, for the tools' messages.
 	AppURL string
 	// RunWait and WaitAgain bound the waits of run_command and
 	// wait_for_command (default: the contract's 25 s and 45 s).
 	RunWait, WaitAgain time.Duration
-	Logger             *slog.Logger
 	// Metrics counts tool calls by tool and outcome, with their time (optional).
 	Metrics *telemetry.Metrics
-	// Agents keeps the enrolled agents between calls while the store's
-	// stamp of them stays the same (optional: without it every call
-	// reads them all).
-	Agents *AgentsCache
+
+	view *fleetview.Model // set by NewServer
 }
 
 // tool is one entry of the tool list: its tier and how to add it.
@@ -113,6 +101,7 @@ func NewServer(d Deps, scope store.Scope) *mcp.Server {
 	if d.WaitAgain == 0 {
 		d.WaitAgain = command.WaitAgain
 	}
+	d.view = fleetview.New(d.Deps)
 	s := mcp.NewServer(&mcp.Implementation{Name: "gridcity", Title: "gridcity fleet", Version: Version}, &mcp.ServerOptions{
 		Instructions: Instructions,
 		Logger:       quiet(d.Logger),
@@ -253,7 +242,7 @@ type Listing struct {
 func Offered(ctx context.Context, scope store.Scope) (Listing, error) {
 	var l Listing
 	ct, st := mcp.NewInMemoryTransports()
-	ss, err := NewServer(Deps{Logger: slog.New(slog.DiscardHandler)}, scope).Connect(ctx, st, nil)
+	ss, err := NewServer(Deps{Deps: fleetview.Deps{Logger: slog.New(slog.DiscardHandler)}}, scope).Connect(ctx, st, nil)
 	if err != nil {
 		return l, err
 	}
@@ -379,17 +368,6 @@ func (l ToolList) Encode(w io.Writer) error {
 	return enc.Encode(l)
 }
 
-// noConfigNote is the note of an answer that is empty because the
-// coordinator runs without a config file, which is the only source of what
-// it names (what) until the AI is told how to load one.
-func noConfigNote(d Deps, what string) string {
-	if d.Topology == nil || d.Topology.Config().File() != "" {
-		return ""
-	}
-	return "no coordinator config is loaded, so there are no " + what + ": start `gridcity serve` with --config FILE " +
-		"(make run CONFIG=FILE); the README's coordinator config section shows the file's format"
-}
-
 func ptr[T any](v T) *T { return &v }
 
 // outputSchema infers T's schema without "or null": the tools send [] for
@@ -459,46 +437,6 @@ func (m minLevel) WithAttrs(a []slog.Attr) slog.Handler {
 
 func (m minLevel) WithGroup(g string) slog.Handler {
 	return minLevel{Handler: m.Handler.WithGroup(g), min: m.min}
-}
-
-// closeMatches suggests known names near an unknown one.
-func closeMatches(want string, known []string) string {
-	var near []string
-	for _, k := range known {
-		if strings.Contains(k, want) || strings.Contains(want, k) || levenshtein(k, want) <= 2 {
-			near = append(near, k)
-		}
-	}
-	if len(near) == 0 {
-		near = known
-	}
-	if len(near) == 0 {
-		return "none"
-	}
-	if len(near) > 10 {
-		near = append(near[:10:10], fmt.Sprintf("and %d more", len(near)-10))
-	}
-	return strings.Join(near, ", ")
-}
-
-func levenshtein(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // withText is a typed tool handler whose text content is render's

@@ -29,6 +29,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
 	"github.com/gridcity/gridcity/coordinator/internal/resources"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
@@ -87,8 +88,7 @@ func newTestCoordinator(t *testing.T, runWait time.Duration) *testCoordinator {
 	prober := resources.New(cfg, logger)
 	c.st, c.fleet = st, fl
 	c.cmds = command.New(command.Config{}, st, fl, dropDispatcher{}, logger)
-	c.deps = mcpserver.Deps{Fleet: fl, Store: st, Commands: c.cmds, Topology: topology.New(cfg, fl, prober), Resources: prober,
-		AppURL: "http://127.0.0.1:4600/", Logger: logger, RunWait: runWait, WaitAgain: 300 * time.Millisecond}
+	c.deps = mcpserver.Deps{Deps: fleetview.Deps{Fleet: fl, Store: st, Commands: c.cmds, Topology: topology.New(cfg, fl, prober), Resources: prober, Logger: logger}, Store: st, AppURL: "http://127.0.0.1:4600/", RunWait: runWait, WaitAgain: 300 * time.Millisecond}
 	fl.Connect(&gridcityv1.Hello{Name: "web-1", CommandsEnabled: true, RunAs: "root"})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

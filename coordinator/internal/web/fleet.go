@@ -9,18 +9,18 @@ import (
 	"strings"
 
 	"github.com/gridcity/gridcity/coordinator/internal/command"
-	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
-// Views answer the app's read-only pages of the fleet; *mcpserver.App
+// Views answer the app's read-only pages of the fleet; *fleetview.App
 // satisfies it, so that a person sees what the AI's tools see.
 type Views interface {
-	Fleet(ctx context.Context, after string) (mcpserver.AppFleet, error)
-	Server(ctx context.Context, name string) (mcpserver.AppServer, error)
-	ServerMetrics(ctx context.Context, name, since string) (mcpserver.MetricsOutput, error)
-	Incidents(ctx context.Context) (mcpserver.AppIncidents, error)
-	Security(ctx context.Context, after string) (mcpserver.SecurityOutput, error)
+	Fleet(ctx context.Context, after string) (fleetview.AppFleet, error)
+	Server(ctx context.Context, name string) (fleetview.AppServer, error)
+	ServerMetrics(ctx context.Context, name, since string) (fleetview.MetricsOutput, error)
+	Incidents(ctx context.Context) (fleetview.AppIncidents, error)
+	Security(ctx context.Context, after string) (fleetview.SecurityOutput, error)
 	// Version changes when what the map draws may have changed.
 	Version() string
 }
@@ -46,9 +46,9 @@ func (a *app) routeViews(mux *http.ServeMux) {
 			}
 			v, err := h(w, r)
 			switch {
-			case errors.Is(err, mcpserver.ErrNotFound):
+			case errors.Is(err, fleetview.ErrNotFound):
 				writeError(w, http.StatusNotFound, err.Error())
-			case errors.Is(err, mcpserver.ErrBadRequest):
+			case errors.Is(err, fleetview.ErrBadRequest):
 				writeError(w, http.StatusBadRequest, err.Error())
 			case err != nil:
 				a.log.Error("app page failed", "path", r.URL.Path, "err", err)

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/gridcity/gridcity/coordinator/internal/command"
-	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 )
 
 // fakeViews stands in for the fleet's pages (mcpserver.App, tested there):
@@ -31,32 +31,32 @@ func newFakeViews(err error) fakeViews {
 	return fakeViews{err: err, version: v}
 }
 
-func (f fakeViews) Fleet(_ context.Context, after string) (mcpserver.AppFleet, error) {
-	return mcpserver.AppFleet{NextAfter: "after:" + after}, f.err
+func (f fakeViews) Fleet(_ context.Context, after string) (fleetview.AppFleet, error) {
+	return fleetview.AppFleet{NextAfter: "after:" + after}, f.err
 }
 
-func (f fakeViews) Server(_ context.Context, name string) (mcpserver.AppServer, error) {
+func (f fakeViews) Server(_ context.Context, name string) (fleetview.AppServer, error) {
 	if name != "web-1" {
-		return mcpserver.AppServer{}, fmt.Errorf("%w: no server is named %q", mcpserver.ErrNotFound, name)
+		return fleetview.AppServer{}, fmt.Errorf("%w: no server is named %q", fleetview.ErrNotFound, name)
 	}
-	return mcpserver.AppServer{Server: mcpserver.ServerView{Name: name}}, f.err
+	return fleetview.AppServer{Server: fleetview.ServerView{Name: name}}, f.err
 }
 
-func (f fakeViews) ServerMetrics(_ context.Context, name, since string) (mcpserver.MetricsOutput, error) {
+func (f fakeViews) ServerMetrics(_ context.Context, name, since string) (fleetview.MetricsOutput, error) {
 	if since == "forever" {
-		return mcpserver.MetricsOutput{}, fmt.Errorf("%w: since %q", mcpserver.ErrBadRequest, since)
+		return fleetview.MetricsOutput{}, fmt.Errorf("%w: since %q", fleetview.ErrBadRequest, since)
 	}
-	return mcpserver.MetricsOutput{Target: name}, f.err
+	return fleetview.MetricsOutput{Target: name}, f.err
 }
 
 func (f fakeViews) Version() string { return f.version.Load().(string) }
 
-func (f fakeViews) Incidents(context.Context) (mcpserver.AppIncidents, error) {
-	return mcpserver.AppIncidents{}, f.err
+func (f fakeViews) Incidents(context.Context) (fleetview.AppIncidents, error) {
+	return fleetview.AppIncidents{}, f.err
 }
 
-func (f fakeViews) Security(context.Context, string) (mcpserver.SecurityOutput, error) {
-	return mcpserver.SecurityOutput{}, f.err
+func (f fakeViews) Security(context.Context, string) (fleetview.SecurityOutput, error) {
+	return fleetview.SecurityOutput{}, f.err
 }
 
 // The fleet's pages are read-only and need a session like every other

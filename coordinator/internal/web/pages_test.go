@@ -27,9 +27,9 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 	"github.com/gridcity/gridcity/coordinator/internal/graph"
 	"github.com/gridcity/gridcity/coordinator/internal/incidents"
-	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
 	"github.com/gridcity/gridcity/coordinator/internal/resources"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 	"github.com/gridcity/gridcity/coordinator/internal/topology"
@@ -112,8 +112,7 @@ probes: {interval: 15s, timeout: 1s, failuresBeforeTroubled: 2}
 		}
 		return g.Incidents(), nil
 	}, logger)
-	views := mcpserver.NewApp(mcpserver.Deps{Fleet: f, Store: st, Commands: command.New(command.Config{}, st, f, &fakeAgent{}, logger),
-		Topology: topo, Resources: prober, Incidents: tracker, Logger: logger})
+	views := fleetview.New(fleetview.Deps{Fleet: f, Store: st, Commands: command.New(command.Config{}, st, f, &fakeAgent{}, logger), Topology: topo, Resources: prober, Incidents: tracker, Logger: logger})
 	down.Close()
 	f.Disconnect("app-1", app)
 	prober.CheckAll(ctx)

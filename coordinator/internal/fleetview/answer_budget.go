@@ -1,4 +1,4 @@
-package mcpserver
+package fleetview
 
 import (
 	"encoding/json"
@@ -8,29 +8,29 @@ import (
 
 // The answer budget, in characters of JSON (CONTRACT.md, second round): a
 // tool called without arguments (or with only its required ones) answers
-// within answerBudget in each of its text and structured content, and
-// within argsBudget with any. A list that would not fit is cut short, and
+// within AnswerBudget in each of its text and structured content, and
+// within ArgsBudget with any. A list that would not fit is cut short, and
 // the answer counts what it left out and names the argument that gets it.
 // Lists are cut by their encoded size, not by a count of items: a reason or
 // a name from the fleet can be long.
 const (
-	answerBudget = 16000
-	argsBudget   = 48000
+	AnswerBudget = 16000
+	ArgsBudget   = 48000
 )
 
-// budgetFor is the budget of an answer: argsBudget when the call narrowed
-// or paged it, answerBudget for the plain call.
-func budgetFor(withArgs bool) int {
+// BudgetFor is the budget of an answer: ArgsBudget when the call narrowed
+// or paged it, AnswerBudget for the plain call.
+func BudgetFor(withArgs bool) int {
 	if withArgs {
-		return argsBudget
+		return ArgsBudget
 	}
-	return answerBudget
+	return AnswerBudget
 }
 
 // fitting returns how many of items, from the first, fit in budget
 // characters of JSON with the commas between them; it encodes no more
 // items than that (and one).
-func fitting[T any](items []T, budget int) int {
+func Fitting[T any](items []T, budget int) int {
 	used := 0
 	for i, it := range items {
 		b, err := json.Marshal(it)
@@ -45,8 +45,8 @@ func fitting[T any](items []T, budget int) int {
 	return len(items)
 }
 
-// jsonSize is the size of v's JSON in bytes (at least its characters).
-func jsonSize(v any) int {
+// JSONSize is the size of v's JSON in bytes (at least its characters).
+func JSONSize(v any) int {
 	b, _ := json.Marshal(v)
 	return len(b)
 }
@@ -81,7 +81,7 @@ func fill[S, T any](src []S, view func(S) T, budget int) []T {
 	used := 0
 	for _, s := range src {
 		v := view(s)
-		used += jsonSize(v) + 1
+		used += JSONSize(v) + 1
 		if used > budget {
 			break
 		}

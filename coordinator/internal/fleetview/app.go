@@ -1,4 +1,4 @@
-package mcpserver
+package fleetview
 
 import (
 	"cmp"
@@ -16,15 +16,11 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/graph"
 )
 
-// App answers the approval app's read-only pages from the same fleet
-// model the tools read, so that the person who approves sees what the AI
-// saw. Its answers are bounded and paged like the tools', with bounds for
-// a screen rather than a model's context: a page of the map holds up to
+// The approval app's read-only pages answer from the same model the tools
+// read, so that the person who approves sees what the AI saw. Their
+// answers are bounded and paged like the tools', with bounds for a screen
+// rather than a model's context: a page of the map holds up to
 // AppTargetsPage targets.
-type App struct{ d Deps }
-
-// NewApp returns the app's views over d.
-func NewApp(d Deps) *App { return &App{d: d} }
 
 // ErrNotFound is a server the fleet does not know; ErrBadRequest an
 // argument the app's API refuses. The app answers them with 404 and 400.
@@ -45,7 +41,7 @@ const (
 // Version changes whenever what the map draws may have changed: a server
 // connected or went offline, its addresses or connections changed, a
 // resource's status changed. The app's event stream tells pages of it.
-func (a *App) Version() string {
+func (a *Model) Version() string {
 	v := fmt.Sprintf("%d", a.d.Fleet.ShapeVersion())
 	if a.d.Resources != nil {
 		v += fmt.Sprintf(".%d", a.d.Resources.Version())
@@ -116,14 +112,14 @@ type AppIncident struct {
 }
 
 // Fleet answers GET /api/fleet?after=ID: targets by id, a page at a time.
-func (a *App) Fleet(ctx context.Context, after string) (AppFleet, error) {
+func (a *Model) Fleet(ctx context.Context, after string) (AppFleet, error) {
 	now := time.Now()
 	g, err := a.d.Topology.Graph()
 	if err != nil {
 		return AppFleet{}, fmt.Errorf("the topology cannot be built: %v", err)
 	}
 	rep := incidentsOf(a.d, g, graph.IncidentOptions{MaxAtRisk: appMaxListed})
-	out := AppFleet{GeneratedAt: rfc3339(now), ByStatus: map[string]int{}, Districts: []AppDistrict{}, Targets: []AppTarget{},
+	out := AppFleet{GeneratedAt: RFC3339(now), ByStatus: map[string]int{}, Districts: []AppDistrict{}, Targets: []AppTarget{},
 		Links: []LinkView{}, Incidents: []AppIncident{}, Healthy: rep.Healthy, Attention: map[string]int{}}
 	gv := appGraphOf(a.d, g, rep)
 	explainedBy, atRisk, member, targets := gv.explainedBy, gv.atRisk, gv.member, gv.targets
@@ -134,7 +130,7 @@ func (a *App) Fleet(ctx context.Context, after string) (AppFleet, error) {
 				since = s
 			}
 		}
-		out.Incidents = append(out.Incidents, AppIncident{Target: rc.ID, Name: rc.Name, Kind: rc.Kind, Status: rc.Status, Reason: rc.Reason, Since: rfc3339(since),
+		out.Incidents = append(out.Incidents, AppIncident{Target: rc.ID, Name: rc.Name, Kind: rc.Kind, Status: rc.Status, Reason: rc.Reason, Since: RFC3339(since),
 			Explains: orEmpty(rc.Explains[:min(len(rc.Explains), appMaxListed)]), ExplainsCount: len(rc.Explains),
 			AtRisk: orEmpty(rc.AtRisk[:min(len(rc.AtRisk), appMaxListed)]), AtRiskCount: rc.AtRiskCount})
 	}
@@ -163,7 +159,7 @@ func (a *App) Fleet(ctx context.Context, after string) (AppFleet, error) {
 	for _, t := range page {
 		onPage[t.ID] = true
 		v := AppTarget{ID: t.ID, Name: t.Name, Kind: t.Kind, District: member[t.ID], Status: t.Status, Troubled: t.Troubled,
-			Reason: t.Reason, Since: rfc3339(t.Since), ExplainedBy: explainedBy[t.ID], AtRiskFrom: atRisk[t.ID]}
+			Reason: t.Reason, Since: RFC3339(t.Since), ExplainedBy: explainedBy[t.ID], AtRiskFrom: atRisk[t.ID]}
 		if v.ExplainedBy == t.ID {
 			v.RootCause, v.ExplainedBy = true, ""
 		}
@@ -182,7 +178,7 @@ func (a *App) Fleet(ctx context.Context, after string) (AppFleet, error) {
 		}
 	}
 	if o, down := a.d.Fleet.StoreOutage(); down {
-		out.Gaps = append(out.Gaps, GapView{Check: "store", Reason: fmt.Sprintf("unreachable since %s: the servers other coordinators hold are as of then", rfc3339(o.Since))})
+		out.Gaps = append(out.Gaps, GapView{Check: "store", Reason: fmt.Sprintf("unreachable since %s: the servers other coordinators hold are as of then", RFC3339(o.Since))})
 	}
 	return out, nil
 }
@@ -261,7 +257,7 @@ func appGraphOf(d Deps, g *graph.Graph, rep graph.Report) *appGraph {
 // serverFigures adds a server's reasons for attention and its busy
 // figures (only while online: an offline server's are stale), from its
 // copy in view and its kept rowState (rowStatesOf view).
-func (a *App) serverFigures(v *AppTarget, now time.Time, attention map[string]int, view *fleet.View, states []*judged[rowState]) {
+func (a *Model) serverFigures(v *AppTarget, now time.Time, attention map[string]int, view *fleet.View, states []*judged[rowState]) {
 	i, ok := slices.BinarySearchFunc(view.Servers(), v.ID, func(s *fleet.Server, id string) int { return strings.Compare(s.Name, id) })
 	if !ok {
 		return
@@ -320,7 +316,7 @@ type AppCommand struct {
 }
 
 // Server answers GET /api/servers/{name}.
-func (a *App) Server(ctx context.Context, name string) (AppServer, error) {
+func (a *Model) Server(ctx context.Context, name string) (AppServer, error) {
 	now := time.Now()
 	all, _, _ := listFleet(ctx, a.d)
 	i := exactName(all, name)
@@ -343,12 +339,12 @@ func (a *App) Server(ctx context.Context, name string) (AppServer, error) {
 		}
 		for _, rc := range rep.RootCauses {
 			if rc.ID == name {
-				inc := AppIncident{Target: rc.ID, Name: rc.Name, Kind: rc.Kind, Status: rc.Status, Reason: rc.Reason, Since: rfc3339(rc.Since),
+				inc := AppIncident{Target: rc.ID, Name: rc.Name, Kind: rc.Kind, Status: rc.Status, Reason: rc.Reason, Since: RFC3339(rc.Since),
 					Explains: orEmpty(rc.Explains[:min(len(rc.Explains), appMaxListed)]), ExplainsCount: len(rc.Explains),
 					AtRisk: orEmpty(rc.AtRisk[:min(len(rc.AtRisk), appMaxListed)]), AtRiskCount: rc.AtRiskCount}
 				if a.d.Incidents != nil {
 					if s, ok := a.d.Incidents.Since(rc.ID); ok {
-						inc.Since = rfc3339(s)
+						inc.Since = RFC3339(s)
 					}
 				}
 				out.Incident = &inc
@@ -367,8 +363,8 @@ func (a *App) Server(ctx context.Context, name string) (AppServer, error) {
 		if hist, err := a.d.Incidents.History(ctx, 200); err == nil {
 			for _, in := range hist {
 				if in.Target == name || slices.Contains(in.Explains, name) {
-					out.Recent = append(out.Recent, IncidentView{Target: in.Target, Kind: in.Kind, Reason: in.Reason, StartedAt: rfc3339(in.StartedAt),
-						EndedAt: rfc3339(in.EndedAt), Explains: orEmpty(in.Explains[:min(maxListed, len(in.Explains))]), ExplainsCount: len(in.Explains)})
+					out.Recent = append(out.Recent, IncidentView{Target: in.Target, Kind: in.Kind, Reason: in.Reason, StartedAt: RFC3339(in.StartedAt),
+						EndedAt: RFC3339(in.EndedAt), Explains: orEmpty(in.Explains[:min(MaxListed, len(in.Explains))]), ExplainsCount: len(in.Explains)})
 				}
 			}
 		}
@@ -394,12 +390,12 @@ func (a *App) Server(ctx context.Context, name string) (AppServer, error) {
 
 func appCommand(r command.Request) AppCommand {
 	return AppCommand{ID: r.ID, Command: r.Command, Reason: r.Reason, Status: string(r.Status), Client: r.Client, DecidedBy: r.DecidedBy,
-		CreatedAt: rfc3339(r.CreatedAt), ExitCode: r.ExitCode}
+		CreatedAt: RFC3339(r.CreatedAt), ExitCode: r.ExitCode}
 }
 
 // ServerMetrics answers GET /api/servers/{name}/metrics?since=1h: the
 // server's history as get_metrics has it (at most 120 points a series).
-func (a *App) ServerMetrics(ctx context.Context, name, since string) (MetricsOutput, error) {
+func (a *Model) ServerMetrics(ctx context.Context, name, since string) (MetricsOutput, error) {
 	if _, ok := a.d.Fleet.Server(name); !ok {
 		return MetricsOutput{}, fmt.Errorf("%w: no server is named %q", ErrNotFound, name)
 	}
@@ -424,7 +420,7 @@ type AppPastIncident struct {
 }
 
 // Incidents answers GET /api/incidents.
-func (a *App) Incidents(ctx context.Context) (AppIncidents, error) {
+func (a *Model) Incidents(ctx context.Context) (AppIncidents, error) {
 	open, err := incidentReport(ctx, a.d, IncidentInput{})
 	if err != nil {
 		return AppIncidents{}, err
@@ -444,15 +440,15 @@ func (a *App) Incidents(ctx context.Context) (AppIncidents, error) {
 		if end.IsZero() {
 			end = now
 		}
-		out.History = append(out.History, AppPastIncident{IncidentView: IncidentView{Target: in.Target, Kind: in.Kind, Reason: in.Reason, StartedAt: rfc3339(in.StartedAt),
-			EndedAt: rfc3339(in.EndedAt), Explains: orEmpty(in.Explains[:min(maxListed, len(in.Explains))]), ExplainsCount: len(in.Explains)},
+		out.History = append(out.History, AppPastIncident{IncidentView: IncidentView{Target: in.Target, Kind: in.Kind, Reason: in.Reason, StartedAt: RFC3339(in.StartedAt),
+			EndedAt: RFC3339(in.EndedAt), Explains: orEmpty(in.Explains[:min(MaxListed, len(in.Explains))]), ExplainsCount: len(in.Explains)},
 			DurationSeconds: int64(end.Sub(in.StartedAt) / time.Second)})
 	}
 	return out, nil
 }
 
 // Security answers GET /api/security?after=KEY, as security_findings does.
-func (a *App) Security(ctx context.Context, after string) (SecurityOutput, error) {
+func (a *Model) Security(ctx context.Context, after string) (SecurityOutput, error) {
 	out, err := securityFindings(ctx, a.d, SecurityInput{After: after})
 	if err != nil && after != "" {
 		return SecurityOutput{}, fmt.Errorf("%w: %w", ErrBadRequest, err)

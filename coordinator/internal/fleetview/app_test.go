@@ -1,4 +1,4 @@
-package mcpserver
+package fleetview
 
 import (
 	"context"
@@ -61,7 +61,7 @@ probes: {interval: 15s, timeout: 1s, failuresBeforeTroubled: 2}
 	topo := topology.New(cfg, f, prober)
 	tracker := trackerOf(st, topo, logger)
 	cmds := command.New(command.Config{}, st, f, nopDispatcher{}, logger)
-	app := NewApp(Deps{Fleet: f, Store: st, Commands: cmds, Topology: topo, Resources: prober, Incidents: tracker, Logger: logger})
+	app := New(Deps{Fleet: f, Store: st, Commands: cmds, Topology: topo, Resources: prober, Incidents: tracker, Logger: logger})
 
 	if _, err := cmds.Submit(ctx, command.Submission{Server: "web-1", Command: "df -h", Reason: "disk filling", TimeoutSeconds: 10, Client: "claude", Token: "t"}); err != nil {
 		t.Fatal(err)

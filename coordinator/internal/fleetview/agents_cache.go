@@ -1,4 +1,4 @@
-package mcpserver
+package fleetview
 
 import (
 	"context"

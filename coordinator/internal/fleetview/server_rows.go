@@ -1,4 +1,4 @@
-package mcpserver
+package fleetview
 
 import (
 	"cmp"
@@ -414,8 +414,8 @@ func glance(out *ListServersOutput, rows []ServerRow) {
 // rows are made from.
 func page(d Deps, out *ListServersOutput, in ListServersInput, matched []listed, now time.Time, states []*judged[rowState]) {
 	limit := in.Limit
-	if limit <= 0 || limit > maxServersLimit {
-		limit = maxServersLimit
+	if limit <= 0 || limit > MaxServersLimit {
+		limit = MaxServersLimit
 	}
 	budget := pageBudget - budgetSlack
 	size := jsonLen(out)

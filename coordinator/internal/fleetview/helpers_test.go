@@ -1,0 +1,103 @@
+package fleetview
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"testing"
+	"time"
+
+	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
+
+	"github.com/gridcity/gridcity/coordinator/internal/bench/simfleet"
+	"github.com/gridcity/gridcity/coordinator/internal/fleet"
+	"github.com/gridcity/gridcity/coordinator/internal/graph"
+	"github.com/gridcity/gridcity/coordinator/internal/incidents"
+	"github.com/gridcity/gridcity/coordinator/internal/store"
+	"github.com/gridcity/gridcity/coordinator/internal/topology"
+)
+
+// The fixtures of the read model's tests; mcpserver's tests build the same
+// fleets for the tools.
+
+// nopDispatcher drops commands: these tests stop at the agent boundary.
+type nopDispatcher struct{}
+
+func (nopDispatcher) Send(string, *gridcityv1.CoordinatorMessage) error { return nil }
+
+func acceptAll(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		c.Close()
+	}
+}
+
+// trackerOf is an incident tracker on st judging topo's graph, as serve
+// wires it.
+func trackerOf(st incidents.Store, topo *topology.Source, logger *slog.Logger) *incidents.Tracker {
+	return incidents.New(st, func() (graph.Report, error) {
+		g, err := topo.Graph()
+		if err != nil {
+			return graph.Report{}, err
+		}
+		return g.Incidents(), nil
+	}, logger)
+}
+
+// fleetAndStore is the store of the fleet model and of the read model,
+// which the tests wire to one store.
+type fleetAndStore interface {
+	fleet.Store
+	Store
+}
+
+// enrolledStore answers Agents from memory: enrolling thousands of agents
+// in SQLite, one fsync each, would make the fixture slower than the call.
+type enrolledStore struct {
+	fleetAndStore
+	agents []store.Agent
+}
+
+func (s enrolledStore) Agents(context.Context) ([]store.Agent, error) { return s.agents, nil }
+
+// fleetOf is n simulated servers (gridcity-bench's agents) with the state
+// state makes for server i: one in a hundred offline, one in 500 revoked
+// and another never connected.
+func fleetOf(tb testing.TB, n int, state func(r *rand.Rand, i int, now time.Time) *gridcityv1.StateUpdate) Deps {
+	tb.Helper()
+	ctx := context.Background()
+	st, err := store.OpenSQLite(ctx, tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { st.Close() })
+	logger := slog.New(slog.DiscardHandler)
+	f, err := fleet.New(ctx, st, logger)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	es := enrolledStore{fleetAndStore: st}
+	now := time.Now()
+	r := rand.New(rand.NewPCG(uint64(n), 1))
+	for i := range n {
+		name := simfleet.Name(i)
+		a := store.Agent{Name: name, Serial: "01", EnrolledAt: now.Add(-48 * time.Hour)}
+		if i%500 == 100 {
+			a.RevokedAt = now.Add(-time.Hour)
+		}
+		es.agents = append(es.agents, a)
+		if i%500 == 250 {
+			continue // enrolled, never connected
+		}
+		id := f.Connect(simfleet.Hello(i, "0.9.0"))
+		f.Apply(name, id, state(r, i, now))
+		if i%100 == 42 || a.Revoked() {
+			f.Disconnect(name, id)
+		}
+	}
+	return Deps{Fleet: f, Store: es, Logger: logger}
+}
