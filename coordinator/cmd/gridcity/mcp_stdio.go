@@ -12,7 +12,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
 	"github.com/gridcity/gridcity/coordinator/internal/stdiobridge"
+	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
 // stdioRequested reports whether `gridcity mcp` was asked for the bridge,
@@ -48,10 +50,15 @@ func cmdMCPStdio(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	dir := *data
+	offline, err := mcpserver.Offered(ctx, store.ScopeOperate)
+	if err != nil {
+		return fmt.Errorf("build the tool list: %w", err)
+	}
 	b, err := stdiobridge.New(ctx, stdiobridge.Config{
 		Endpoint: *endpoint, Token: *token, Client: *client, Version: version,
 		FindEndpoint: func() string { return dataDirEndpoint(dir) },
 		FindToken:    func(ctx context.Context) (string, string, error) { return dataDirToken(ctx, dir) },
+		Instructions: mcpserver.Instructions, Offline: stdiobridge.Listing(offline), Recover: mcpserver.RecoverPanics(logger),
 	}, logger)
 	if err != nil {
 		return err

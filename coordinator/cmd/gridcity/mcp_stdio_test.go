@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
+	"github.com/gridcity/gridcity/coordinator/internal/bearer"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -39,7 +39,7 @@ func TestStdioBridgeFindsTheDataDir(t *testing.T) {
 	if from != filepath.Join(data, "mcp-token") {
 		t.Errorf("the token comes from %q; want the data directory's mcp-token", from)
 	}
-	if tk, err := st.TokenByHash(ctx, mcpserver.HashToken(tok)); err != nil || tk.Name != "local" || tk.Scope != store.ScopeOperate {
+	if tk, err := st.TokenByHash(ctx, bearer.Hash(tok)); err != nil || tk.Name != "local" || tk.Scope != store.ScopeOperate {
 		t.Errorf("the token found is %+v (%v); want the local operate token", tk, err)
 	}
 

@@ -121,7 +121,7 @@ func TestServeFrontDoor(t *testing.T) {
 	t.Run("MCP client", func(t *testing.T) {
 		// An ordinary client, whose requests are read within the bound,
 		// keeps working, connection reuse included.
-		hc := &http.Client{Transport: bearer(token)}
+		hc := &http.Client{Transport: withToken(token)}
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "front-door-test", Version: "1"}, nil).Connect(context.Background(),
 			&mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", HTTPClient: hc}, nil)
 		if err != nil {
@@ -204,10 +204,10 @@ func readAnswer(conn net.Conn, limit time.Duration) (*http.Response, error) {
 	return http.ReadResponse(bufio.NewReader(conn), nil)
 }
 
-// bearer is an HTTP transport that sends the token with every request.
-type bearer string
+// withToken is an HTTP transport that sends the token with every request.
+type withToken string
 
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+func (b withToken) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+string(b))
 	return http.DefaultTransport.RoundTrip(r)

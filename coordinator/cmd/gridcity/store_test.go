@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
+	"github.com/gridcity/gridcity/coordinator/internal/bearer"
 	"github.com/gridcity/gridcity/coordinator/internal/pgtest"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
@@ -76,7 +76,7 @@ func TestCommandsUseThePostgresStore(t *testing.T) {
 	defer st.Close()
 	ctx := context.Background()
 	for name, tok := range map[string]string{"laptop": created.Token, "local": local.Token} {
-		if got, err := st.TokenByHash(ctx, mcpserver.HashToken(tok)); err != nil || got.Name != name {
+		if got, err := st.TokenByHash(ctx, bearer.Hash(tok)); err != nil || got.Name != name {
 			t.Errorf("token %s in PostgreSQL by its hash: %+v, %v", name, got, err)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/gridcity/gridcity/agent/atomicfile"
-	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
+	"github.com/gridcity/gridcity/coordinator/internal/bearer"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -104,7 +104,7 @@ func createToken(ctx context.Context, st store.Store, name string, scope store.S
 		return "", err
 	}
 	tok = "gc_" + tok
-	err = st.CreateToken(ctx, store.Token{Name: name, Scope: scope, Hash: mcpserver.HashToken(tok), CreatedAt: time.Now()})
+	err = st.CreateToken(ctx, store.Token{Name: name, Scope: scope, Hash: bearer.Hash(tok), CreatedAt: time.Now()})
 	if errors.Is(err, store.ErrExists) {
 		return "", fmt.Errorf("a token named %q exists; revoke it first or choose another name", name)
 	}
@@ -119,7 +119,7 @@ func ensureLocalToken(ctx context.Context, st store.Store, data string) (string,
 	path := filepath.Join(data, localTokenFile)
 	if b, err := os.ReadFile(path); err == nil {
 		tok := strings.TrimSpace(string(b))
-		if _, err := st.TokenByHash(ctx, mcpserver.HashToken(tok)); err == nil {
+		if _, err := st.TokenByHash(ctx, bearer.Hash(tok)); err == nil {
 			return tok, false, nil
 		}
 	}

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/gridcity/gridcity/agent/atomicfile"
+	"github.com/gridcity/gridcity/coordinator/internal/bearer"
 	"github.com/gridcity/gridcity/coordinator/internal/clients"
-	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -142,7 +142,7 @@ func (in *Installer) clientOnce(ctx context.Context, c clients.Client) error {
 	kept, keptName := "", ""
 	var replaced string // a live token of this client's that the new one replaces
 	if cur != "" {
-		t, err := in.Store.TokenByHash(ctx, mcpserver.HashToken(cur))
+		t, err := in.Store.TokenByHash(ctx, bearer.Hash(cur))
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 		case err != nil:

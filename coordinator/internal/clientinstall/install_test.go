@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridcity/gridcity/coordinator/internal/bearer"
 	"github.com/gridcity/gridcity/coordinator/internal/clients"
-	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -64,7 +64,7 @@ func mint(ctx context.Context, st store.Store, name string, scope store.Scope) (
 	b := make([]byte, 24)
 	rand.Read(b)
 	tok := "gc_" + hex.EncodeToString(b)
-	return tok, st.CreateToken(ctx, store.Token{Name: name, Scope: scope, Hash: mcpserver.HashToken(tok), CreatedAt: time.Now()})
+	return tok, st.CreateToken(ctx, store.Token{Name: name, Scope: scope, Hash: bearer.Hash(tok), CreatedAt: time.Now()})
 }
 
 func liveTokens(t *testing.T, st Store) map[string]store.Scope {
@@ -121,7 +121,7 @@ func TestInstallWritesEachClientWithItsOwnToken(t *testing.T) {
 			t.Fatal(err)
 		}
 		tok, _ := c.CurrentToken(b)
-		tk, err := in.Store.TokenByHash(ctx, mcpserver.HashToken(tok))
+		tk, err := in.Store.TokenByHash(ctx, bearer.Hash(tok))
 		if err != nil || tk.Name != id {
 			t.Errorf("%s: the token in the file is %q (%v); want the live token %q", id, tk.Name, err, id)
 		}
@@ -363,7 +363,7 @@ func TestInstallNamedClientIntoAnAbsentFolder(t *testing.T) {
 			t.Fatalf("%s: %v", id, err)
 		}
 		tok, _ := c.CurrentToken(b)
-		if tk, err := in.Store.TokenByHash(ctx, mcpserver.HashToken(tok)); err != nil || tk.Name != id {
+		if tk, err := in.Store.TokenByHash(ctx, bearer.Hash(tok)); err != nil || tk.Name != id {
 			t.Errorf("%s: the token in %s is %q (%v); want the live token %q", id, path, tk.Name, err, id)
 		}
 		if fi, err := os.Stat(filepath.Dir(path)); err != nil || (filepath.Dir(path) != home && fi.Mode().Perm() != 0o700) {

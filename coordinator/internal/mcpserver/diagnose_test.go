@@ -19,6 +19,7 @@ import (
 	"github.com/gridcity/gridcity/agent/probe"
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
+	"github.com/gridcity/gridcity/coordinator/internal/bearer"
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
@@ -91,7 +92,7 @@ runbooks:
 	asked := make(chan string, 16)
 	prober.SetAgents(probingAgents{prober: prober, asked: asked}, topo.Vantages)
 	tok := "gc_diagnose"
-	st.CreateToken(ctx, store.Token{Name: "reader", Scope: store.ScopeRead, Hash: HashToken(tok), CreatedAt: time.Now()})
+	st.CreateToken(ctx, store.Token{Name: "reader", Scope: store.ScopeRead, Hash: bearer.Hash(tok), CreatedAt: time.Now()})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", Handler(Deps{Deps: fleetview.Deps{Fleet: f, Store: st, Commands: command.New(command.Config{}, st, f, nopDispatcher{}, logger), Topology: topo, Resources: prober, Logger: logger}, Store: st}, DefaultGuardConfig()))
 	srv := httptest.NewServer(mux)

@@ -20,6 +20,7 @@ import (
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
+	"github.com/gridcity/gridcity/coordinator/internal/bearer"
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
@@ -499,7 +500,7 @@ func TestStatelessRequestsAreGuardedEachTime(t *testing.T) {
 	g := DefaultGuardConfig()
 	g.RatePerToken, g.BurstPerToken = 0.001, 3
 	e := newEnv(t, g)
-	if err := e.st.CreateToken(context.Background(), store.Token{Name: "reader", Scope: store.ScopeRead, Hash: HashToken("gc_read"), CreatedAt: time.Now()}); err != nil {
+	if err := e.st.CreateToken(context.Background(), store.Token{Name: "reader", Scope: store.ScopeRead, Hash: bearer.Hash("gc_read"), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	list := func(token string) *http.Response {
@@ -512,7 +513,7 @@ func TestStatelessRequestsAreGuardedEachTime(t *testing.T) {
 		t.Errorf("wrong token: %d; want 401", resp.StatusCode)
 	}
 	// A token for Prometheus is no MCP token: no tools, not even the read ones.
-	if err := e.st.CreateToken(context.Background(), store.Token{Name: "prom", Scope: store.ScopeMetrics, Hash: HashToken("gc_prom"), CreatedAt: time.Now()}); err != nil {
+	if err := e.st.CreateToken(context.Background(), store.Token{Name: "prom", Scope: store.ScopeMetrics, Hash: bearer.Hash("gc_prom"), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if resp := list("gc_prom"); resp.StatusCode != http.StatusUnauthorized {

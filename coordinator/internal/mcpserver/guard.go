@@ -3,14 +3,12 @@ package mcpserver
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -22,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"golang.org/x/time/rate"
 
+	"github.com/gridcity/gridcity/coordinator/internal/bearer"
 	"github.com/gridcity/gridcity/coordinator/internal/loopback"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
@@ -53,12 +52,6 @@ func DefaultGuardConfig() GuardConfig {
 		RateFailedAuth:  5,
 		BurstFailedAuth: 20,
 	}
-}
-
-// HashToken is how MCP tokens are kept: sha256 of the token text.
-func HashToken(token string) []byte {
-	sum := sha256.Sum256([]byte(token))
-	return sum[:]
 }
 
 // Caller is who is calling a tool: the token's name and scope and the
@@ -133,11 +126,7 @@ func (ls *limiters) allow(key string) bool {
 }
 
 // TokenStore is what Guard authenticates a bearer token against.
-type TokenStore interface {
-	// TokenByHash returns the live (not revoked) token with that hash;
-	// store.ErrNotFound when there is none.
-	TokenByHash(ctx context.Context, hash []byte) (store.Token, error)
-}
+type TokenStore = bearer.Store
 
 // Guard wraps next (the MCP handler) with, in order: Host and Origin checks
 // (403), bearer-token authentication against the hashed tokens in the
@@ -150,25 +139,19 @@ type TokenStore interface {
 func Guard(next http.Handler, st TokenStore, cfg GuardConfig, logger *slog.Logger) http.Handler {
 	perToken := newLimiters(cfg.RatePerToken, cfg.BurstPerToken)
 	failed := newLimiters(cfg.RateFailedAuth, cfg.BurstFailedAuth)
-	known := &verifiedTokens{m: map[string]verifiedToken{}}
+	known := bearer.NewVerifier(st)
 	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
-		hash := HashToken(token)
-		t, err := st.TokenByHash(ctx, hash)
+		t, err := known.Verify(ctx, token, time.Now())
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, fmt.Errorf("%w: unknown or revoked token; `gridcity mcp` prints a valid one", auth.ErrInvalidToken)
 		}
 		if errors.Is(err, store.ErrUnavailable) {
-			var ok bool
-			if t, ok = known.get(hash, time.Now()); !ok {
-				logger.Warn("a token this coordinator has not verified lately cannot be checked: the store is unreachable", "err", err)
-				var u *store.UnavailableError
-				errors.As(err, &u)
-				return nil, errors.New(u.Summary() + ": a token this coordinator has not seen in the last hour cannot be checked until it is back; retry then")
-			}
-		} else if err == nil {
-			known.put(hash, t, time.Now())
+			logger.Warn("a token this coordinator has not verified lately cannot be checked: the store is unreachable", "err", err)
+			var u *store.UnavailableError
+			errors.As(err, &u)
+			return nil, errors.New(u.Summary() + ": a token this coordinator has not seen in the last hour cannot be checked until it is back; retry then")
 		}
-		if err != nil && !errors.Is(err, store.ErrUnavailable) {
+		if err != nil {
 			logger.Error("token lookup failed", "err", err)
 			return nil, errors.New("token lookup failed")
 		}
@@ -220,15 +203,15 @@ func Guard(next http.Handler, st TokenStore, cfg GuardConfig, logger *slog.Logge
 		}
 		// Requests that fail authentication are rate limited per address.
 		probe := &statusRecorder{ResponseWriter: rec}
-		if !hasBearer(r) {
-			if !failed.allow(remoteHost(r)) {
+		if _, ok := bearer.FromHeader(r.Header); !ok {
+			if !failed.allow(bearer.RemoteHost(r)) {
 				http.Error(rec, "too many unauthenticated requests; retry later", http.StatusTooManyRequests)
 				return
 			}
 		}
 		authed.ServeHTTP(probe, r)
 		if probe.code() == http.StatusUnauthorized {
-			failed.allow(remoteHost(r))
+			failed.allow(bearer.RemoteHost(r))
 			logger.Info("mcp request refused: bad or missing token", "remote", r.RemoteAddr, "client", ClientName(r.Header))
 		}
 	})
@@ -265,11 +248,6 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, logger *slog.
 	return true
 }
 
-func hasBearer(r *http.Request) bool {
-	f := strings.Fields(r.Header.Get("Authorization"))
-	return len(f) == 2 && strings.EqualFold(f[0], "bearer")
-}
-
 // checkHostOrigin returns why a request must be refused, or "".
 //
 // DNS rebinding: a page on evil.example resolves its name to 127.0.0.1 and
@@ -297,14 +275,6 @@ func checkHostOrigin(r *http.Request, allowed []string) string {
 		return ""
 	}
 	return fmt.Sprintf("Origin %q may not call this endpoint; MCP clients send no Origin, and browsers from other sites are refused", origin)
-}
-
-func remoteHost(r *http.Request) string {
-	h, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return h
 }
 
 type statusRecorder struct {
@@ -389,56 +359,4 @@ func clean(s string) string {
 	h := http.Header{}
 	h.Set("X-Agent-Client", s)
 	return ClientName(h)
-}
-
-// verifiedTokens are the tokens the guard verified against the store in
-// the last verifiedFor, by hash. While the store is unreachable they are
-// let in as they were, so that a client keeps reading what this
-// coordinator holds in memory (list_servers, marked stale); it can
-// change nothing, as a request or an approval needs the store. A token
-// revoked in the store meanwhile is refused again once it is back.
-type verifiedTokens struct {
-	mu sync.Mutex
-	m  map[string]verifiedToken
-}
-
-type verifiedToken struct {
-	t  store.Token
-	at time.Time
-}
-
-const (
-	verifiedFor = time.Hour
-	maxVerified = 1024
-)
-
-func (v *verifiedTokens) put(hash []byte, t store.Token, now time.Time) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if _, ok := v.m[string(hash)]; !ok && len(v.m) >= maxVerified {
-		// Those too old to count go; with none, any one (a full map
-		// means a thousand tokens in use within the hour: rare).
-		for k, e := range v.m {
-			if now.Sub(e.at) >= verifiedFor {
-				delete(v.m, k)
-			}
-		}
-		for k := range v.m {
-			if len(v.m) < maxVerified {
-				break
-			}
-			delete(v.m, k)
-		}
-	}
-	v.m[string(hash)] = verifiedToken{t: t, at: now}
-}
-
-func (v *verifiedTokens) get(hash []byte, now time.Time) (store.Token, bool) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	e, ok := v.m[string(hash)]
-	if !ok || now.Sub(e.at) >= verifiedFor {
-		return store.Token{}, false
-	}
-	return e.t, true
 }

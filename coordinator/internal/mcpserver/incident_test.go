@@ -17,6 +17,7 @@ import (
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
+	"github.com/gridcity/gridcity/coordinator/internal/bearer"
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
@@ -67,7 +68,7 @@ probes: {interval: 15s, timeout: 1s, failuresBeforeTroubled: 2}
 	topo := topology.New(cfg, f, prober)
 	tracker := trackerOf(st, topo, logger)
 	tok := "gc_incident"
-	st.CreateToken(ctx, store.Token{Name: "t", Scope: store.ScopeRead, Hash: HashToken(tok), CreatedAt: time.Now()})
+	st.CreateToken(ctx, store.Token{Name: "t", Scope: store.ScopeRead, Hash: bearer.Hash(tok), CreatedAt: time.Now()})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", Handler(Deps{Deps: fleetview.Deps{Fleet: f, Store: st, Commands: command.New(command.Config{}, st, f, nopDispatcher{}, logger), Topology: topo, Resources: prober, Incidents: tracker, Logger: logger}, Store: st}, DefaultGuardConfig()))
 	srv := httptest.NewServer(mux)

@@ -19,6 +19,7 @@ import (
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gridcity/gridcity/coordinator/internal/bearer"
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
@@ -66,7 +67,7 @@ func newEnvTimed(t *testing.T, guard GuardConfig, tm timing) *env {
 		t.Fatal(err)
 	}
 	tok := "gc_test-token"
-	if err := st.CreateToken(ctx, store.Token{Name: "tester", Scope: store.ScopeOperate, Hash: HashToken(tok), CreatedAt: time.Now()}); err != nil {
+	if err := st.CreateToken(ctx, store.Token{Name: "tester", Scope: store.ScopeOperate, Hash: bearer.Hash(tok), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	cmds := command.New(command.Config{ProgressEvery: tm.progress}, st, f, nopDispatcher{}, logger)
@@ -408,7 +409,7 @@ func TestRunCommandWaitingThenResult(t *testing.T) {
 func TestReadTokenCannotRunCommands(t *testing.T) {
 	e := newEnv(t, DefaultGuardConfig())
 	ctx := context.Background()
-	if err := e.st.CreateToken(ctx, store.Token{Name: "reader", Scope: store.ScopeRead, Hash: HashToken("gc_read"), CreatedAt: time.Now()}); err != nil {
+	if err := e.st.CreateToken(ctx, store.Token{Name: "reader", Scope: store.ScopeRead, Hash: bearer.Hash("gc_read"), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	cs := e.client(t, "gc_read")

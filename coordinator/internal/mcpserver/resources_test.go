@@ -12,6 +12,7 @@ import (
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
+	"github.com/gridcity/gridcity/coordinator/internal/bearer"
 	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
@@ -37,7 +38,7 @@ func TestResources(t *testing.T) {
 	e.fleet.Apply("api-1", id, &gridcityv1.StateUpdate{Full: true, CollectedUnixMs: time.Now().UnixMilli(),
 		Host:        &gridcityv1.HostInfo{Hostname: "api-1", Os: "debian"},
 		FailedUnits: &gridcityv1.Units{Items: []*gridcityv1.Unit{{Name: "api.service"}}}})
-	if err := e.st.CreateToken(ctx, store.Token{Name: "reader", Scope: store.ScopeRead, Hash: HashToken("gc_read"), CreatedAt: time.Now()}); err != nil {
+	if err := e.st.CreateToken(ctx, store.Token{Name: "reader", Scope: store.ScopeRead, Hash: bearer.Hash("gc_read"), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	op, rd := e.client(t, e.token), e.client(t, "gc_read")
@@ -129,7 +130,7 @@ func TestAuditCutsLongValues(t *testing.T) {
 func TestPrompts(t *testing.T) {
 	e := newEnv(t, DefaultGuardConfig())
 	ctx := context.Background()
-	if err := e.st.CreateToken(ctx, store.Token{Name: "reader", Scope: store.ScopeRead, Hash: HashToken("gc_read"), CreatedAt: time.Now()}); err != nil {
+	if err := e.st.CreateToken(ctx, store.Token{Name: "reader", Scope: store.ScopeRead, Hash: bearer.Hash("gc_read"), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	get := func(cs *mcp.ClientSession, name string, args map[string]string) string {

@@ -14,6 +14,7 @@ import (
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/gridcity/gridcity/coordinator/internal/bearer"
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
@@ -45,7 +46,7 @@ func TestListServersWhileTheStoreIsDownSaysStale(t *testing.T) {
 	tok := "gc_test-token"
 	unseen := "gc_unseen-token"
 	for name, tk := range map[string]string{"tester": tok, "unseen": unseen} {
-		if err := st.CreateToken(ctx, store.Token{Name: name, Scope: store.ScopeOperate, Hash: HashToken(tk), CreatedAt: time.Now()}); err != nil {
+		if err := st.CreateToken(ctx, store.Token{Name: name, Scope: store.ScopeOperate, Hash: bearer.Hash(tk), CreatedAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -33,9 +33,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
-	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
 const (
@@ -73,6 +70,24 @@ type Config struct {
 	// DrainTimeout bounds the wait, once stdin has closed, for the answers
 	// to requests still in flight (default DefaultDrainTimeout).
 	DrainTimeout time.Duration
+
+	// What the coordinator's own MCP server says of itself, so that the
+	// bridge answers as it does before the coordinator is reached (main
+	// takes them from mcpserver): its instructions, what it offers an
+	// operate token (listed by name until the coordinator answers; calling
+	// one says what is wrong), and the middleware that answers a handler's
+	// panic with an error rather than a broken stream.
+	Instructions string
+	Offline      Listing
+	Recover      mcp.Middleware
+}
+
+// Listing is what an MCP server offers.
+type Listing struct {
+	Tools             []*mcp.Tool
+	Resources         []*mcp.Resource
+	ResourceTemplates []*mcp.ResourceTemplate
+	Prompts           []*mcp.Prompt
 }
 
 // target is one resolved connection: where, with what, and where the
@@ -120,7 +135,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Bridge, error) 
 	// The SDK's own lines: warnings and errors only.
 	sdkLog := slog.New(minLevel{logger.Handler(), slog.LevelWarn})
 	b.server = mcp.NewServer(&mcp.Implementation{Name: "gridcity", Title: "gridcity fleet (stdio bridge)", Version: cfg.Version}, &mcp.ServerOptions{
-		Instructions: mcpserver.Instructions,
+		Instructions: cfg.Instructions,
 		Logger:       sdkLog,
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:     &mcp.ToolCapabilities{ListChanged: true},
@@ -134,7 +149,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Bridge, error) 
 		// per-request _meta) and those with an initialize handshake, whatever
 		// the coordinator speaks: the session with it is the bridge's own.
 	})
-	b.server.AddReceivingMiddleware(mcpserver.RecoverPanics(logger)) // a bug answers an error, never a broken stream
+	if cfg.Recover != nil {
+		b.server.AddReceivingMiddleware(cfg.Recover) // a bug answers an error, never a broken stream
+	}
 	b.server.AddReceivingMiddleware(b.refreshLists, b.passSetLevel)
 	resync := func(cs *mcp.ClientSession) {
 		go func() {
@@ -160,11 +177,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Bridge, error) 
 	})
 	// Until the coordinator answers, offer what an operate token sees: the
 	// tools are listed by name, and calling one says what is wrong.
-	fallback, err := mcpserver.Offered(ctx, store.ScopeOperate)
-	if err != nil {
-		return nil, fmt.Errorf("build the tool list: %w", err)
-	}
-	b.apply(fallback)
+	b.apply(cfg.Offline)
 	return b, nil
 }
 
@@ -312,7 +325,7 @@ func (b *Bridge) drop(cs *mcp.ClientSession) bool {
 
 // sync reads the coordinator's lists and offers the same on stdio.
 func (b *Bridge) sync(ctx context.Context, cs *mcp.ClientSession) error {
-	var l mcpserver.Listing
+	var l Listing
 	for t, err := range cs.Tools(ctx, nil) {
 		if err != nil {
 			return err
@@ -348,7 +361,7 @@ func (b *Bridge) sync(ctx context.Context, cs *mcp.ClientSession) error {
 
 // apply makes the stdio side offer exactly l, changing only what differs
 // (each change sends the client a list_changed notification).
-func (b *Bridge) apply(l mcpserver.Listing) {
+func (b *Bridge) apply(l Listing) {
 	b.listMu.Lock()
 	defer b.listMu.Unlock()
 	want := map[string]func(){}

@@ -26,6 +26,7 @@ import (
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
+	"github.com/gridcity/gridcity/coordinator/internal/bearer"
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
@@ -80,7 +81,7 @@ func newTestCoordinator(t *testing.T, runWait time.Duration) *testCoordinator {
 		t.Fatal(err)
 	}
 	for name, scope := range map[string]store.Scope{operateToken: store.ScopeOperate, readToken: store.ScopeRead} {
-		if err := st.CreateToken(ctx, store.Token{Name: strings.TrimPrefix(name, "gc_"), Scope: scope, Hash: mcpserver.HashToken(name), CreatedAt: time.Now()}); err != nil {
+		if err := st.CreateToken(ctx, store.Token{Name: strings.TrimPrefix(name, "gc_"), Scope: scope, Hash: bearer.Hash(name), CreatedAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -199,7 +200,8 @@ func startBridgeAt(t *testing.T, cfg Config, version string) *stdioClient {
 	t.Helper()
 	ctx := context.Background()
 	sc := &stdioClient{stdout: &syncBuffer{}, log: &syncBuffer{}, progress: make(chan string, 10), logs: make(chan string, 10), toolsChanged: make(chan struct{}, 10), served: make(chan error, 1)}
-	b, err := New(ctx, cfg, slog.New(slog.NewTextHandler(sc.log, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	logger := slog.New(slog.NewTextHandler(sc.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	b, err := New(ctx, asMain(t, cfg, logger), logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -773,4 +775,16 @@ func TestHeaderSafe(t *testing.T) {
 			t.Errorf("headerSafe(%q) = %q; want %q", in, got, want)
 		}
 	}
+}
+
+// asMain is cfg with what main gives every bridge: the coordinator's own
+// instructions, its offer to an operate token and its panic middleware.
+func asMain(t *testing.T, cfg Config, logger *slog.Logger) Config {
+	t.Helper()
+	offline, err := mcpserver.Offered(context.Background(), store.ScopeOperate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Instructions, cfg.Offline, cfg.Recover = mcpserver.Instructions, Listing(offline), mcpserver.RecoverPanics(logger)
+	return cfg
 }

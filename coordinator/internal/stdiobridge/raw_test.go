@@ -25,7 +25,8 @@ type rawStdio struct {
 func startRaw(t *testing.T, cfg Config) *rawStdio {
 	t.Helper()
 	r := &rawStdio{lines: make(chan []byte, 100), served: make(chan error, 1), log: &syncBuffer{}}
-	b, err := New(context.Background(), cfg, slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	logger := slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	b, err := New(context.Background(), asMain(t, cfg, logger), logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,24 +1,19 @@
 package telemetry
 
 import (
-	"context"
-	"crypto/sha256"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
-	"strings"
 	"sync"
 
 	"golang.org/x/time/rate"
 
+	"github.com/gridcity/gridcity/coordinator/internal/bearer"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
 // TokenStore looks tokens up by the sha256 of their text.
-type TokenStore interface {
-	TokenByHash(ctx context.Context, hash []byte) (store.Token, error)
-}
+type TokenStore = bearer.Store
 
 // RequireToken lets a request through to next only with a bearer token of
 // scope metrics, for an HTTP listener other machines can reach. Refused
@@ -31,20 +26,18 @@ func RequireToken(next http.Handler, st TokenStore, logger *slog.Logger) http.Ha
 		http.Error(w, msg, http.StatusUnauthorized)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := r.Header.Get("Authorization")
-		scheme, tok, ok := strings.Cut(h, " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
+		tok, ok := bearer.FromHeader(r.Header)
+		if !ok {
 			deny(w, "this listener is not loopback: /metrics needs a bearer token of scope metrics (`gridcity token create prom --scope metrics`)")
 			return
 		}
-		host := remoteHost(r)
+		host := bearer.RemoteHost(r)
 		if !refused.left(host) {
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "too many refused tokens from this address; retry later", http.StatusTooManyRequests)
 			return
 		}
-		sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-		t, err := st.TokenByHash(r.Context(), sum[:])
+		t, err := bearer.Lookup(r.Context(), st, tok)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			refused.spend(host)
@@ -92,10 +85,3 @@ func (f *failures) left(host string) bool { return f.limiter(host).Tokens() >= 1
 
 // spend records a refused token from host.
 func (f *failures) spend(host string) { f.limiter(host).Allow() }
-
-func remoteHost(r *http.Request) string {
-	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return h
-	}
-	return r.RemoteAddr
-}

@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/gridcity/gridcity/coordinator/internal/bearer"
 	"github.com/gridcity/gridcity/coordinator/internal/command"
-	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -186,7 +186,7 @@ func TestMCPTokenOpensNothing(t *testing.T) {
 	e := newEnv(t, Config{})
 	ctx := context.Background()
 	const token = "gct_live_operate_token"
-	if err := e.st.CreateToken(ctx, store.Token{Name: "laptop", Scope: store.ScopeOperate, Hash: mcpserver.HashToken(token), CreatedAt: time.Now()}); err != nil {
+	if err := e.st.CreateToken(ctx, store.Token{Name: "laptop", Scope: store.ScopeOperate, Hash: bearer.Hash(token), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	r := e.submit(t, command.Submission{})
