@@ -87,12 +87,12 @@ type Server struct {
 	fleet  *fleet.Fleet
 	logger *slog.Logger
 	now    func() time.Time
+	// sinks are set by GRPCServer, before any stream opens.
+	sinks Sinks
 
 	mu       sync.Mutex
 	streams  map[string]*agentStream
 	stopping bool
-	commands Commands
-	probes   Probes
 	refusals refusals
 	// replicas is the live coordinators' list every agent is told of.
 	replicas *gridcityv1.Replicas
@@ -151,18 +151,7 @@ type Probes interface {
 	Kick()
 }
 
-// SetProbes connects the prober; until then probe results are dropped.
-func (s *Server) SetProbes(p Probes) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.probes = p
-}
-
-func (s *Server) probeSink() Probes {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.probes
-}
+func (s *Server) probeSink() Probes { return s.sinks.Probes }
 
 // Commands receives what agents report about commands (the command service).
 type Commands interface {
@@ -173,18 +162,14 @@ type Commands interface {
 	Reconnected(ctx context.Context, server string, helloAt time.Time, journal []*gridcityv1.CommandEvent) []string
 }
 
-// SetCommands connects the command service; until then command events are
-// only logged.
-func (s *Server) SetCommands(c Commands) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.commands = c
-}
+func (s *Server) commandSink() Commands { return s.sinks.Commands }
 
-func (s *Server) commandSink() Commands {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.commands
+// Sinks receive what the agents send: the command service their command
+// events, the prober their probe results. Nil ones drop (and log) what
+// would reach them.
+type Sinks struct {
+	Commands Commands
+	Probes   Probes
 }
 
 type agentStream struct {
@@ -204,8 +189,11 @@ func New(cfg Config, st Store, ca *pki.CA, f *fleet.Fleet, logger *slog.Logger) 
 }
 
 // GRPCServer returns a gRPC server with TLS from the CA, keepalives that
-// notice a dead peer in seconds, and the message size bound.
-func (s *Server) GRPCServer(extraNames ...string) (*grpc.Server, error) {
+// notice a dead peer in seconds, and the message size bound, whose streams
+// hand what agents send to sinks. Call it once, before serving: nothing
+// reaches the sinks before the server exists.
+func (s *Server) GRPCServer(sinks Sinks, extraNames ...string) (*grpc.Server, error) {
+	s.sinks = sinks
 	cert, err := s.ca.ServerCertificate(extraNames...)
 	if err != nil {
 		return nil, err

@@ -61,7 +61,7 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 		mutate(&cfg)
 	}
 	api := New(cfg, st, ca, f, logger)
-	gs, err := api.GRPCServer()
+	gs, err := api.GRPCServer(Sinks{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -138,11 +138,21 @@ type resource struct {
 	from []string
 }
 
+// Option sets an optional part of a Prober.
+type Option func(*Prober)
+
+// WithMetrics makes the prober count every check it records, by resource,
+// result and vantage.
+func WithMetrics(m *telemetry.Metrics) Option { return func(p *Prober) { p.metrics = m } }
+
 // New returns a prober for the config's resources.
-func New(cfg *config.Config, logger *slog.Logger) *Prober {
+func New(cfg *config.Config, logger *slog.Logger, opts ...Option) *Prober {
 	p := &Prober{cfg: cfg, logger: logger, now: time.Now, states: map[string]*resource{},
 		assigned: map[string][]*gridcityv1.ProbeSpec{}, waiters: map[string]chan Check{}, kick: make(chan struct{}, 1),
 		recheck: make(chan struct{}, 1), asks: newAsks()}
+	for _, o := range opts {
+		o(p)
+	}
 	for _, r := range cfg.Resources {
 		name := r.Name
 		if name == "" {
@@ -152,14 +162,6 @@ func New(cfg *config.Config, logger *slog.Logger) *Prober {
 			state: State{ID: r.ID, Name: name, Kind: r.Kind, Engine: r.Engine, Target: r.Target, Status: "unknown", Metrics: map[string]float64{}}}
 	}
 	return p
-}
-
-// SetMetrics makes the prober count every check it records, by resource,
-// result and vantage. Call it before Run.
-func (p *Prober) SetMetrics(m *telemetry.Metrics) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.metrics = m
 }
 
 // SetAgents connects the agents and the rule that picks vantage points;
