@@ -369,7 +369,19 @@ func TestCommandUnknownAfterAgentDeath(t *testing.T) {
 	if r.Status != "unknown" || !strings.Contains(r.Detail, "agent restarted") {
 		t.Fatalf("got %+v; want unknown because the agent restarted", r)
 	}
-	time.Sleep(4 * time.Second) // long enough for a rerun to show
+	// A command asked after it: a rerun of the first, dispatched again or
+	// run from the journal, would reach the agent before this one does.
+	after := runAsync(cs, map[string]any{"server": "cmd-3", "command": "true", "reason": "agent death test: after", "timeout_seconds": 30})
+	if code, body := app.post("/api/requests/"+app.card("true").ID+"/approve", map[string]string{}); code != 200 {
+		t.Fatalf("approve the command after: %d %s", code, body)
+	}
+	r = (<-after).must(t)
+	for r.Status == "waiting" {
+		r = callCommand(t, cs, "wait_for_command", map[string]any{"request_id": r.RequestID})
+	}
+	if r.Status != "completed" {
+		t.Fatalf("the command after: %+v", r)
+	}
 	if b, _ := os.ReadFile(marker); strings.Count(string(b), "run") != 1 {
 		t.Fatalf("the command ran %d times; want once", strings.Count(string(b), "run"))
 	}

@@ -201,6 +201,25 @@ func (c *coordinator) waitHealthy() {
 	})
 }
 
+// waitFlush waits until the fleet has written its servers to the store
+// since the call: two more SaveServers on /metrics (a flush every 2 s), as
+// the first may have begun before.
+func (c *coordinator) waitFlush() {
+	c.t.Helper()
+	flushes := func() float64 {
+		_, body := scrape(c.t, "http://"+c.http+"/metrics", "")
+		n, _ := sample(families(c.t, body), "gridcity_store_operation_duration_seconds", "operation", "SaveServers")
+		return n
+	}
+	before := flushes()
+	eventually(c.t, 30*time.Second, "a flush of the fleet", func() error {
+		if n := flushes() - before; n < 2 {
+			return fmt.Errorf("%v flushes", n)
+		}
+		return nil
+	})
+}
+
 func (c *coordinator) joinLine(extra ...string) string {
 	c.t.Helper()
 	out, err := run(c.t, append([]string{"gridcity", "join", "--data", c.data, "--json"}, extra...)...)

@@ -81,7 +81,7 @@ func TestReconnectStorm(t *testing.T) {
 		return nil
 	})
 	t.Logf("%d agents online with their facts %s after their start", agents, time.Since(startedAt).Round(100*time.Millisecond))
-	time.Sleep(5 * time.Second)
+	c.waitFlush()
 	cs, err := c.mcpClient(tok, "e2e-rest")
 	if err != nil {
 		t.Fatal(err)

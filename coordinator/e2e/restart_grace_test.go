@@ -45,7 +45,7 @@ func TestRestartOpensNoIncidentForReconnectingAgents(t *testing.T) {
 		return fmt.Errorf("history %+v", rep.Recent)
 	})
 	cs.Close()
-	time.Sleep(3 * time.Second) // the fleet flushes every 2 s: what -9 leaves is recent
+	c.waitFlush() // what -9 leaves is recent
 
 	c.p.signal(syscall.SIGKILL)
 	c.p.exited(5 * time.Second)

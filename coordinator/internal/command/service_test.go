@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
@@ -292,29 +293,36 @@ func TestExpiryAfterFiveMinutes(t *testing.T) {
 	}
 }
 
+// In a bubble: the decision comes once Wait is blocked (synctest.Wait),
+// and Wait's timers run on the bubble's clock.
 func TestWaitReturnsWaitingThenResult(t *testing.T) {
-	e := newEnv(t, "")
-	ctx := context.Background()
-	r := e.submit(t, Submission{})
-	start := time.Now()
-	got, err := e.svc.Wait(ctx, r.ID, 200*time.Millisecond, nil)
-	if err != nil || got.Status != StatusPending || time.Since(start) < 200*time.Millisecond {
-		t.Fatalf("got %s %v after %s; want pending after the wait", got.Status, err, time.Since(start))
-	}
-	go func() {
-		time.Sleep(50 * time.Millisecond)
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, "")
+		ctx := context.Background()
+		r := e.submit(t, Submission{})
+		start := time.Now()
+		got, err := e.svc.Wait(ctx, r.ID, 200*time.Millisecond, nil)
+		if err != nil || got.Status != StatusPending || time.Since(start) < 200*time.Millisecond {
+			t.Fatalf("got %s %v after %s; want pending after the wait", got.Status, err, time.Since(start))
+		}
+		waited := make(chan struct{})
+		go func() {
+			defer close(waited)
+			got, err = e.svc.Wait(ctx, r.ID, 10*time.Second, nil)
+		}()
+		synctest.Wait() // Wait is blocked on the request
 		e.svc.Deny(ctx, r.ID, "alice", "no")
-	}()
-	got, err = e.svc.Wait(ctx, r.ID, 10*time.Second, nil)
-	if err != nil || got.Status != StatusDenied {
-		t.Fatalf("got %s %v; want denied as soon as decided", got.Status, err)
-	}
-	if time.Since(start) > 5*time.Second {
-		t.Fatal("Wait did not wake on the decision")
-	}
-	if _, err := e.svc.Wait(ctx, "cmd_nope", time.Second, nil); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("got %v; want ErrNotFound", err)
-	}
+		<-waited
+		if err != nil || got.Status != StatusDenied {
+			t.Fatalf("got %s %v; want denied as soon as decided", got.Status, err)
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("Wait did not wake on the decision")
+		}
+		if _, err := e.svc.Wait(ctx, "cmd_nope", time.Second, nil); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("got %v; want ErrNotFound", err)
+		}
+	})
 }
 
 func TestAuditFailureStopsDispatch(t *testing.T) {

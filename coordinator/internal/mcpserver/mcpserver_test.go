@@ -110,8 +110,15 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func (e *env) client(t *testing.T, token string) *mcp.ClientSession {
 	t.Helper()
+	return e.clientWith(t, token, nil)
+}
+
+// clientWith is client with the SDK client's options (handlers for the
+// server's notifications).
+func (e *env) clientWith(t *testing.T, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
 	hc := &http.Client{Transport: headerTransport{http.DefaultTransport, map[string]string{"Authorization": "Bearer " + token, "X-Agent-Client": "go-test"}}}
-	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts)
 	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: e.srv.URL + "/mcp", HTTPClient: hc}, nil)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
@@ -372,7 +379,13 @@ func callJSON(t *testing.T, cs *mcp.ClientSession, name string, args map[string]
 func TestRunCommandWaitingThenResult(t *testing.T) {
 	e := newEnv(t, DefaultGuardConfig())
 	e.fleet.Connect(&gridcityv1.Hello{Name: "web-1", CommandsEnabled: true, RunAs: "root"})
-	cs := e.client(t, e.token)
+	progressed := make(chan struct{}, 1)
+	cs := e.clientWith(t, e.token, &mcp.ClientOptions{ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+		select {
+		case progressed <- struct{}{}:
+		default:
+		}
+	}})
 
 	// Errors are isError with a message and no structured content.
 	res, _ := callJSON(t, cs, "run_command", map[string]any{"server": "web-3", "command": "uptime", "reason": "look", "timeout_seconds": 10})
@@ -389,14 +402,22 @@ func TestRunCommandWaitingThenResult(t *testing.T) {
 		t.Fatalf("pending %+v; want the client and token named", pending)
 	}
 	go func() {
-		time.Sleep(100 * time.Millisecond)
+		// The call's first progress comes once it has read the request
+		// as pending: what follows has to wake it.
+		select {
+		case <-progressed:
+		case <-t.Context().Done():
+			return
+		}
 		ctx := context.Background()
 		e.cmds.Approve(ctx, out.RequestID, "alice", command.Approval{Note: "ok"})
 		e.cmds.HandleEvent(ctx, "web-1", &gridcityv1.CommandEvent{RequestId: out.RequestID, Kind: gridcityv1.CommandEvent_KIND_STARTED})
 		e.cmds.HandleEvent(ctx, "web-1", &gridcityv1.CommandEvent{RequestId: out.RequestID, Kind: gridcityv1.CommandEvent_KIND_OUTPUT, Data: []byte(" 10:00 up 3 days\n")})
 		e.cmds.HandleEvent(ctx, "web-1", &gridcityv1.CommandEvent{RequestId: out.RequestID, Kind: gridcityv1.CommandEvent_KIND_EXITED, StdoutTotal: 17, DurationMs: 4})
 	}()
-	res, got := callJSON(t, cs, "wait_for_command", map[string]any{"request_id": out.RequestID})
+	wait := &mcp.CallToolParams{Name: "wait_for_command", Arguments: map[string]any{"request_id": out.RequestID}}
+	wait.SetProgressToken("w1")
+	res, got := callParams(t, cs, wait)
 	if res.IsError || got.Status != "completed" || got.ExitCode == nil || *got.ExitCode != 0 || got.Stdout != " 10:00 up 3 days\n" || got.Note != "ok" {
 		t.Fatalf("got %+v", got)
 	}

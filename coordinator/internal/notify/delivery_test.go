@@ -26,8 +26,8 @@ func TestRetryThroughFailureTimeoutAndRecovery(t *testing.T) {
 	if !ok {
 		t.Fatalf("not delivered\n%s", th.log)
 	}
-	// Let any stray attempt show.
-	time.Sleep(300 * time.Millisecond)
+	// Once counted sent, the event is done with: no attempt of it can follow.
+	th.waitCount(1, "gridcity_notifications_sent_total", "notifier", "hook")
 	if got = hook.Got(); len(got) != 1 || hook.Seen() != 4 {
 		t.Fatalf("delivered %d times in %d requests; want once in 4\n%s", len(got), hook.Seen(), th.log)
 	}
@@ -58,10 +58,7 @@ func TestDropAfterAndRefusal(t *testing.T) {
 	downCfg.DropAfter = 400 * time.Millisecond
 	th := startHub(t, Options{}, downCfg, webhookCfg(t, "no", no.URL, "k"))
 	th.Emit(requestEvent("req-1", "web-1"))
-	deadline := time.Now().Add(5 * time.Second)
-	for th.count("gridcity_notifications_dropped_total") < 2 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	th.waitCount(2, "gridcity_notifications_dropped_total")
 	if n := th.count("gridcity_notifications_dropped_total", "notifier", "down", "reason", "expired"); n != 1 {
 		t.Fatalf("dropped{down, expired} = %v; want 1\n%s", n, th.log)
 	}
@@ -144,7 +141,9 @@ func TestGroupingAndMinimumInterval(t *testing.T) {
 		th.Emit(Event{Kind: AgentOffline, Offline: &Offline{Server: s, LastSeen: t0}})
 	}
 	got, _ := hook.Wait(5*time.Second, func(d []notifytest.Delivery) bool { return len(d) >= 1 })
-	time.Sleep(400 * time.Millisecond) // a second message would be due by now
+	// Every event dealt with, sent or kept quiet: none is left to be told.
+	th.waitCount(1, "gridcity_notifications_sent_total")
+	th.waitCount(50, "gridcity_notifications_suppressed_total", "reason", "incident")
 	if got = hook.Got(); len(got) != 1 {
 		t.Fatalf("%d messages; want 1 for the incident and its 50 servers", len(got))
 	}
@@ -171,7 +170,8 @@ func TestGroupingAndMinimumInterval(t *testing.T) {
 	th.Emit(Event{Kind: IncidentOpened, Incident: &Incident{ID: 20, Target: "db-a", Kind: "database", Reason: "down", Explains: []string{}}})
 	th.Emit(Event{Kind: IncidentEnded, Incident: &Incident{ID: 20, Target: "db-a", Kind: "database", Reason: "down", Explains: []string{}}})
 	got, _ = hook.Wait(5*time.Second, func(d []notifytest.Delivery) bool { return len(d) >= 3 })
-	time.Sleep(400 * time.Millisecond)
+	th.waitCount(3, "gridcity_notifications_sent_total")
+	th.waitCount(2, "gridcity_notifications_suppressed_total", "reason", "min_interval")
 	if got = hook.Got(); len(got) != 3 {
 		t.Fatalf("%d messages; want 3 (the first end only)", len(got))
 	}
@@ -219,9 +219,17 @@ func TestFilters(t *testing.T) {
 	if got, ok := all.Wait(5*time.Second, func(d []notifytest.Delivery) bool { return len(d) >= 5 }); !ok {
 		t.Fatalf("all got %d; want 5", len(got))
 	}
-	time.Sleep(200 * time.Millisecond)
+	// A notifier delivers one event at a time, in order (none is grouped
+	// here): once some has a last event, it has dealt with all before it.
+	th.Emit(requestEvent("r-last", "web-1"))
+	got, ok := some.Wait(5*time.Second, func(d []notifytest.Delivery) bool {
+		return len(d) > 0 && strings.Contains(string(d[len(d)-1].Body), `"requestId":"r-last"`)
+	})
+	if !ok {
+		t.Fatalf("some never got the last event (%d messages)", len(got))
+	}
 	var subjects []string
-	for _, d := range some.Got() {
+	for _, d := range got[:len(got)-1] {
 		var p payload
 		json.Unmarshal(d.Body, &p)
 		subjects = append(subjects, p.Event+" "+p.Server)
@@ -275,10 +283,7 @@ func TestEmailNeverSendsThePasswordInPlainText(t *testing.T) {
 	if got, ok := plain.Wait(5*time.Second, func(m []notifytest.Mail) bool { return len(m) > 0 }); !ok || got[0].TLS {
 		t.Fatalf("local relay got %+v; want one mail in plain text\n%s", got, th.log)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for th.count("gridcity_notifications_dropped_total", "notifier", "secret") == 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	th.waitCount(1, "gridcity_notifications_dropped_total", "notifier", "secret")
 	if n := th.count("gridcity_notifications_dropped_total", "notifier", "secret", "reason", "refused"); n != 1 || withPW.Auths() != 0 || len(withPW.Mails()) != 0 {
 		t.Fatalf("dropped{secret, refused} = %v, AUTH sent %d times, mails %d; want the message refused before any password\n%s", n, withPW.Auths(), len(withPW.Mails()), th.log)
 	}
@@ -296,7 +301,7 @@ func TestEmailRetries(t *testing.T) {
 		CAFile: mail.CAFile, Timeout: 300 * time.Millisecond, DropAfter: 10 * time.Second})
 	th.Emit(requestEvent("req-1", "web-1"))
 	got, ok := mail.Wait(10*time.Second, func(m []notifytest.Mail) bool { return len(m) > 0 })
-	time.Sleep(200 * time.Millisecond)
+	th.waitCount(1, "gridcity_notifications_sent_total", "notifier", "mail") // no attempt can follow
 	if got = mail.Mails(); !ok || len(got) != 1 || !got[0].TLS || len(got[0].To) != 2 {
 		t.Fatalf("mails %+v; want one, after STARTTLS, to both\n%s", got, th.log)
 	}

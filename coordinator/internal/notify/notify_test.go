@@ -102,6 +102,16 @@ func (th *testHub) count(name string, labels ...string) float64 {
 	return 0
 }
 
+// waitCount waits, for at most 5 s, until the hub's count of name (with
+// labels) is at least n: the hub is done with the events the count is
+// of. It does not fail the test; the assertions after it say what is
+// wrong when the count never comes.
+func (th *testHub) waitCount(n float64, name string, labels ...string) {
+	for deadline := time.Now().Add(5 * time.Second); th.count(name, labels...) < n && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func keyFile(t testing.TB, secret string) string {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "secret")

@@ -96,10 +96,7 @@ func TestNoSecretInAnyMessageOrLog(t *testing.T) {
 	if got, ok := mail.Wait(10*time.Second, func(m []notifytest.Mail) bool { return len(m) >= n }); !ok {
 		t.Fatalf("smtp got %d; want %d", len(got), n)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for th.count("gridcity_notifications_dropped_total", "notifier", "dead-chat") < n && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	th.waitCount(n, "gridcity_notifications_dropped_total", "notifier", "dead-chat")
 
 	var seen []string
 	for _, rc := range []*notifytest.Receiver{hook, sl, nt} {

@@ -567,7 +567,16 @@ func TestStdioBridgeCoordinatorDiesDuringACall(t *testing.T) {
 			go func() {
 				for range 500 {
 					if p, _ := c.cmds.Pending(context.Background()); len(p) > 0 {
-						time.Sleep(200 * time.Millisecond) // the call is waiting now
+						// The request exists: without progress nothing is sent
+						// before the result; with it, the first progress opens
+						// the response stream.
+						if progress {
+							select {
+							case <-sc.progress:
+							case <-t.Context().Done():
+								return
+							}
+						}
 						at := time.Now()
 						c.stop()
 						stopped <- at

@@ -82,8 +82,8 @@ func TestBrowser(t *testing.T) {
 		if shots == "" {
 			return
 		}
-		// Let the countdown and transitions settle.
-		time.Sleep(400 * time.Millisecond)
+		// The cards' transitions (0.3 s) ended.
+		waitFor(t, bctx, "transitions to end", `document.getAnimations().length === 0`)
 		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
 		if err != nil {
 			t.Fatalf("screenshot %s: %v", name, err)
