@@ -65,7 +65,7 @@ demo-break demo-fix demo-status demo-down:
 	@scripts/demo.sh $(@:demo-%=%)
 
 demo-build: build
-	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o $(BIN)/gridcity-fleet ./coordinator/cmd/gridcity-fleet
+	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o $(BIN)/gridcity-fleet ./coordinator/harness/cmd/gridcity-fleet
 
 # test: every check and every test; CI calls this.
 test: proto-check tidy-check vet fmt-check unit e2e

@@ -14,19 +14,19 @@ import (
 // this package, each with the reason its files need not survive a power
 // cut (or are made durable another way).
 var notState = map[string]string{
-	"agent/atomicfile/atomicfile.go":                 "the helper itself",
-	"agent/internal/runner/askpass.go":               "the askpass helper script, written again for every command that needs it",
-	"agent/internal/cmdjournal/journal.go":           "moves a damaged journal aside; the fresh journal saved next (atomicfile) syncs the directory",
-	"coordinator/cmd/gridcity-bench/agents.go":       "benchmark output",
-	"coordinator/cmd/gridcity-bench/latency.go":      "benchmark output",
-	"coordinator/cmd/gridcity-bench/measure.go":      "benchmark output",
-	"coordinator/cmd/gridcity-bench/report.go":       "benchmark output",
-	"coordinator/cmd/gridcity-fleet/demo.go":         "the demo's config, written again by every demo run",
-	"coordinator/internal/pgtest/pgtest.go":          "tests' throwaway PostgreSQL: its password file, gone with the test",
-	"coordinator/internal/notify/notifytest/smtp.go": "tests' SMTP server: its CA certificate, in the test's temporary directory",
-	"coordinator/internal/netlab/requirements.go":    "test fleet: a policy-rc.d while packages install",
-	"coordinator/internal/netlab/services.go":        "test fleet: services' throwaway configs",
-	"coordinator/internal/netlab/state.go":           "test fleet: what to clean up, lost with the namespaces on a power cut",
+	"agent/atomicfile/atomicfile.go":                    "the helper itself",
+	"agent/internal/runner/askpass.go":                  "the askpass helper script, written again for every command that needs it",
+	"agent/internal/cmdjournal/journal.go":              "moves a damaged journal aside; the fresh journal saved next (atomicfile) syncs the directory",
+	"coordinator/harness/cmd/gridcity-bench/agents.go":  "benchmark output",
+	"coordinator/harness/cmd/gridcity-bench/latency.go": "benchmark output",
+	"coordinator/harness/cmd/gridcity-bench/measure.go": "benchmark output",
+	"coordinator/harness/cmd/gridcity-bench/report.go":  "benchmark output",
+	"coordinator/harness/cmd/gridcity-fleet/demo.go":    "the demo's config, written again by every demo run",
+	"coordinator/harness/pgtest/pgtest.go":              "tests' throwaway PostgreSQL: its password file, gone with the test",
+	"coordinator/harness/notifytest/smtp.go":            "tests' SMTP server: its CA certificate, in the test's temporary directory",
+	"coordinator/harness/netlab/requirements.go":        "test fleet: a policy-rc.d while packages install",
+	"coordinator/harness/netlab/services.go":            "test fleet: services' throwaway configs",
+	"coordinator/harness/netlab/state.go":               "test fleet: what to clean up, lost with the namespaces on a power cut",
 }
 
 // TestStateWritesAreDurable finds every call that writes or replaces a file

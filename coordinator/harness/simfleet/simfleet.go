@@ -2,6 +2,9 @@
 // with databases, caches, queues and application servers that connect to
 // them, as gridcity-bench's simulated agents report it and as the
 // benchmarks of the tools that read a large fleet build it.
+//
+// It is harness, for benchmarks and tests only: no product binary may
+// import it (deps_test.go in coordinator/cmd/gridcity checks).
 package simfleet
 
 import (

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridcity/gridcity/coordinator/internal/bench/simfleet"
+	"github.com/gridcity/gridcity/coordinator/harness/simfleet"
 )
 
 // TestAgentsSimulation runs `agents` with a small fleet against a real

@@ -4,6 +4,7 @@
 // agent's Go benchmarks and writes bench/report.json and
 // bench/report.md. It is a benchmark, not a test: a figure that misses its
 // aim is reported as missed, and only a failure to measure is an error.
+// It is harness, not part of the product: no deb or rpm ships it.
 //
 //	gridcity-bench ports N
 //	gridcity-bench measure -agent-pid P -agent-log F -exporter-pid P -exporter-url U -out live.json

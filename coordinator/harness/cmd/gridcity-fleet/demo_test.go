@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gridcity/gridcity/coordinator/internal/netlab"
+	"github.com/gridcity/gridcity/coordinator/harness/netlab"
 )
 
 // A first-time user without nginx and PostgreSQL reads which programs are missing, from which

@@ -5,6 +5,10 @@
 // nginx, sshd, gridcity-agent). The end-to-end tests and `make demo` (the
 // gridcity-fleet command) both use it.
 //
+// It is harness, under coordinator/harness with the other test, benchmark
+// and demo code: no product binary may import it (deps_test.go in
+// coordinator/cmd/gridcity checks).
+//
 // Everything it makes carries the prefix "gcf" and the net's tag in its
 // name, and is written to a state file in the net's directory before it is
 // made (processes: right after, with their start time). Down reads that

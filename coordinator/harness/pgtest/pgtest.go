@@ -6,6 +6,9 @@
 //
 // When PostgreSQL is not installed a test that needs it is skipped, except
 // in CI (CI=true), where it fails: CI installs it (.ci/run).
+//
+// It is harness, for tests only: no product binary may import it
+// (deps_test.go in coordinator/cmd/gridcity checks).
 package pgtest
 
 import (
@@ -32,7 +35,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/gridcity/gridcity/coordinator/internal/netlab"
+	"github.com/gridcity/gridcity/coordinator/harness/netlab"
 )
 
 // Server is a running PostgreSQL.

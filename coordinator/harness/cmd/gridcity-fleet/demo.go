@@ -21,7 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gridcity/gridcity/agent/probe"
-	"github.com/gridcity/gridcity/coordinator/internal/netlab"
+	"github.com/gridcity/gridcity/coordinator/harness/netlab"
 )
 
 // demo is where the demo keeps everything, and the binaries it runs.

@@ -8,7 +8,7 @@ import (
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/gridcity/gridcity/coordinator/internal/bench/simfleet"
+	"github.com/gridcity/gridcity/coordinator/harness/simfleet"
 )
 
 // newSimAgent makes server i of a fleet of n (see simfleet): its hello and

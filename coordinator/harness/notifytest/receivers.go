@@ -4,6 +4,8 @@
 // Slack-shaped and an ntfy-shaped receiver, and an SMTP server that
 // insists on STARTTLS. Each can be told to fail, hang or refuse its next
 // requests, to show delivery through a receiver that fails and recovers.
+// As harness it lives under coordinator/harness, and no product binary may
+// import it (deps_test.go in coordinator/cmd/gridcity checks).
 package notifytest
 
 import (

@@ -26,7 +26,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
-	"github.com/gridcity/gridcity/coordinator/internal/bench/simfleet"
+	"github.com/gridcity/gridcity/coordinator/harness/simfleet"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 )

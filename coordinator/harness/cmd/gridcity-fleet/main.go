@@ -3,6 +3,8 @@
 // with its services and a gridcity-agent — watched by a coordinator, for an
 // AI client to look after (make demo, demo-break, demo-fix, demo-down).
 // Its app and scrape commands are the city's orders API and scraper.
+// It is a demo and test harness, not part of the product: no deb or rpm
+// ships it.
 package main
 
 import (
