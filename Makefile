@@ -3,7 +3,7 @@ SHELL := /bin/bash
 export PATH := $(shell go env GOPATH)/bin:$(PATH)
 GO ?= go
 BIN := bin
-MODULES := proto agent coordinator
+MODULES := proto lib agent coordinator
 # Test-only modules: each is built by an end-to-end test alone and is not in
 # go.work, so that no product module (or workspace build) depends on it.
 TEST_MODULES := coordinator/e2e/mcpgoclient
@@ -72,7 +72,7 @@ test: proto-check tidy-check vet fmt-check unit e2e
 
 # unit: every package but the end-to-end suite.
 unit:
-	$(GO) test -race -count=1 $$($(GO) list ./proto/... ./agent/... ./coordinator/... | grep -v /e2e)
+	$(GO) test -race -count=1 $$($(GO) list ./proto/... ./lib/... ./agent/... ./coordinator/... | grep -v /e2e)
 
 e2e: build
 	@scripts/e2e.sh
@@ -107,11 +107,11 @@ tidy-check:
 	@for m in $(MODULES) $(TEST_MODULES); do (cd $$m && GOWORK=off $(GO) mod tidy -diff) || { echo "module $$m is not tidy: cd $$m && GOWORK=off go mod tidy"; exit 1; }; done
 
 vet:
-	$(GO) vet ./proto/... ./agent/... ./coordinator/...
+	$(GO) vet ./proto/... ./lib/... ./agent/... ./coordinator/...
 	@for m in $(TEST_MODULES); do (cd $$m && GOWORK=off $(GO) vet ./...) || exit 1; done
 
 fmt-check:
-	@out=$$(gofmt -l proto agent coordinator); [ -z "$$out" ] || { echo "gofmt needed: $$out"; exit 1; }
+	@out=$$(gofmt -l proto lib agent coordinator); [ -z "$$out" ] || { echo "gofmt needed: $$out"; exit 1; }
 
 clean:
 	rm -rf $(BIN) .run dist

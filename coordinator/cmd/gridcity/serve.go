@@ -18,7 +18,6 @@ import (
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
-	"github.com/gridcity/gridcity/agent/atomicfile"
 	"github.com/gridcity/gridcity/coordinator/internal/agentapi"
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
@@ -35,6 +34,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/telemetry"
 	"github.com/gridcity/gridcity/coordinator/internal/topology"
 	"github.com/gridcity/gridcity/coordinator/internal/web"
+	"github.com/gridcity/gridcity/lib/atomicfile"
 )
 
 // runtimeInfo is written to DATA/coordinator.json at start so that the CLI

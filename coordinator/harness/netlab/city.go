@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gridcity/gridcity/agent/probe"
+	"github.com/gridcity/gridcity/lib/probe"
 )
 
 // The demo city: a load balancer in front of two web servers, which serve

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridcity/gridcity/agent/probe"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
+	"github.com/gridcity/gridcity/lib/probe"
 )
 
 // needRoot skips a test that makes namespaces, except in CI, which runs as

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gridcity/gridcity/agent/probe"
+	"github.com/gridcity/gridcity/lib/probe"
 )
 
 // ProcessOptions describe a process to run on a host (or in the root

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/gridcity/gridcity/agent/probe"
+	"github.com/gridcity/gridcity/lib/probe"
 )
 
 // PostgresOptions configure StartPostgres.

@@ -9,15 +9,16 @@ import (
 	"crypto/x509"
 	"fmt"
 
+	"github.com/gridcity/gridcity/lib/enroll"
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 )
 
 // Enroll enrolls a simulated or test agent with gridcity-agent's own
-// enrollment client (gridcityv1.FetchPinnedCA and RequestCertificate),
+// enrollment client (enroll.FetchPinnedCA and RequestCertificate),
 // without a state directory: a new key each time. It returns the agent's
 // client certificate with its key, and the CA.
 func Enroll(ctx context.Context, jl gridcityv1.JoinLine, name, version string) (tls.Certificate, *x509.Certificate, error) {
-	ca, err := gridcityv1.FetchPinnedCA(ctx, jl.Coordinator, jl.CAPin)
+	ca, err := enroll.FetchPinnedCA(ctx, jl.Coordinator, jl.CAPin)
 	if err != nil {
 		return tls.Certificate{}, nil, err
 	}
@@ -25,7 +26,7 @@ func Enroll(ctx context.Context, jl gridcityv1.JoinLine, name, version string) (
 	if err != nil {
 		return tls.Certificate{}, nil, err
 	}
-	cert, err := gridcityv1.RequestCertificate(ctx, jl, ca, key, name, version)
+	cert, err := enroll.RequestCertificate(ctx, jl, ca, key, name, version)
 	if err != nil {
 		return tls.Certificate{}, nil, fmt.Errorf("enroll %s: %w", name, err)
 	}

@@ -21,7 +21,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gridcity/gridcity/agent/atomicfile"
+	"github.com/gridcity/gridcity/lib/atomicfile"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )

@@ -20,8 +20,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/gridcity/gridcity/agent/probe"
 	"github.com/gridcity/gridcity/coordinator/harness/netlab"
+	"github.com/gridcity/gridcity/lib/probe"
 )
 
 // demo is where the demo keeps everything, and the binaries it runs.

@@ -1,5 +1,7 @@
 // Package atomicfiletest helps tests check the promise of package
-// atomicfile that a binary's files are private, in both modules.
+// atomicfile that a binary's files are private, in both modules. It is a
+// test helper: no product binary may import it (the deps tests of both
+// commands check).
 package atomicfiletest
 
 import (

@@ -14,7 +14,7 @@ import (
 // this package, each with the reason its files need not survive a power
 // cut (or are made durable another way).
 var notState = map[string]string{
-	"agent/atomicfile/atomicfile.go":                    "the helper itself",
+	"lib/atomicfile/atomicfile.go":                      "the helper itself",
 	"agent/internal/runner/askpass.go":                  "the askpass helper script, written again for every command that needs it",
 	"agent/internal/cmdjournal/journal.go":              "moves a damaged journal aside; the fresh journal saved next (atomicfile) syncs the directory",
 	"coordinator/harness/cmd/gridcity-bench/agents.go":  "benchmark output",
@@ -41,7 +41,7 @@ func TestStateWritesAreDurable(t *testing.T) {
 	}
 	writers := map[string]bool{"WriteFile": true, "Create": true, "CreateTemp": true, "Rename": true}
 	files := 0
-	for _, module := range []string{"agent", "coordinator"} {
+	for _, module := range []string{"agent", "coordinator", "lib"} {
 		err := filepath.WalkDir(filepath.Join(root, module), func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err

@@ -1,4 +1,9 @@
-package gridcityv1
+// Package enroll is the enrollment client, one for gridcity-agent and for
+// the agents the coordinator's benchmarks and tests simulate: the pinned CA
+// fetch and the exchange of a join token and a CSR for a client
+// certificate. Where the key is kept, and which failures are worth a retry,
+// is the caller's.
+package enroll
 
 import (
 	"context"
@@ -12,14 +17,10 @@ import (
 	"net"
 	"time"
 
+	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 )
-
-// The enrollment client, one for gridcity-agent and for the agents the
-// coordinator's benchmarks and tests simulate: the pinned CA fetch and
-// the exchange of a join token and a CSR for a client certificate. Where
-// the key is kept, and which failures are worth a retry, is the caller's.
 
 // UnreachableError is a coordinator that could not be reached for the CA
 // fetch: the network, or the coordinator not listening yet. It may pass.
@@ -39,7 +40,7 @@ func (e *UnreachableError) Unwrap() error { return e.Err }
 func FetchPinnedCA(ctx context.Context, addr, pin string) (*x509.Certificate, error) {
 	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 10 * time.Second}, Config: &tls.Config{
 		RootCAs:    x509.NewCertPool(),
-		ServerName: CoordinatorServerName,
+		ServerName: gridcityv1.CoordinatorServerName,
 		MinVersion: tls.VersionTLS13,
 	}}
 	conn, err := d.DialContext(ctx, "tcp", addr)
@@ -53,7 +54,7 @@ func FetchPinnedCA(ctx context.Context, addr, pin string) (*x509.Certificate, er
 	}
 	var seen []string
 	for _, c := range verr.UnverifiedCertificates {
-		p := PinOf(c.Raw)
+		p := gridcityv1.PinOf(c.Raw)
 		if p == pin && c.IsCA {
 			return c, nil
 		}
@@ -66,7 +67,7 @@ func FetchPinnedCA(ctx context.Context, addr, pin string) (*x509.Certificate, er
 // client certificate for key under name, with the join line's token, and
 // checks that ca vouches for the answer. An error of the Enroll call is
 // returned as gRPC made it (its status says whether it was refused).
-func RequestCertificate(ctx context.Context, jl JoinLine, ca *x509.Certificate, key crypto.Signer, name, version string) (*x509.Certificate, error) {
+func RequestCertificate(ctx context.Context, jl gridcityv1.JoinLine, ca *x509.Certificate, key crypto.Signer, name, version string) (*x509.Certificate, error) {
 	csr, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: name}}, key)
 	if err != nil {
 		return nil, err
@@ -74,14 +75,14 @@ func RequestCertificate(ctx context.Context, jl JoinLine, ca *x509.Certificate, 
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
 	conn, err := grpc.NewClient(jl.Coordinator, grpc.WithTransportCredentials(credentials.NewTLS(
-		&tls.Config{RootCAs: pool, ServerName: CoordinatorServerName, MinVersion: tls.VersionTLS13})))
+		&tls.Config{RootCAs: pool, ServerName: gridcityv1.CoordinatorServerName, MinVersion: tls.VersionTLS13})))
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", jl.Coordinator, err)
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	resp, err := NewAgentServiceClient(conn).Enroll(ctx, &EnrollRequest{JoinToken: jl.Token, Name: name, CsrDer: csr, AgentVersion: version})
+	resp, err := gridcityv1.NewAgentServiceClient(conn).Enroll(ctx, &gridcityv1.EnrollRequest{JoinToken: jl.Token, Name: name, CsrDer: csr, AgentVersion: version})
 	if err != nil {
 		return nil, err
 	}

@@ -7,8 +7,9 @@
 // coordinator's data directory, the agent's state directory): private to
 // the user the binary runs as, whatever the umask (see PrivateDir).
 //
-// It is a public package of the agent module because the coordinator
-// needs the same guarantees; it imports nothing but the standard library.
+// It lives in the lib module, which both binaries' modules require and
+// neither owns, because both need the same guarantees; it imports nothing
+// but the standard library.
 package atomicfile
 
 import (
