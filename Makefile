@@ -10,7 +10,7 @@ TEST_MODULES := coordinator/e2e/mcpgoclient
 PROTOC_GEN_GO := v1.36.12
 PROTOC_GEN_GO_GRPC := v1.6.0
 
-.PHONY: all build package run run-ha test unit e2e bench proto proto-check tidy-check vet fmt-check clean \
+.PHONY: all build package run run-ha test unit e2e bench proto proto-check tidy-check vet fmt-check deps-check clean \
 	demo demo-break demo-fix demo-status demo-down demo-build
 
 all: build
@@ -24,10 +24,13 @@ BUILDFLAGS := -trimpath -tags grpcnotrace -ldflags "-s -w -X main.version=$(VERS
 # works a few milliseconds every 5 s. Its own code and the runtime keep it.
 AGENT_BUILDFLAGS := $(BUILDFLAGS) -gcflags=all=-l -gcflags=runtime= -gcflags=github.com/gridcity/gridcity/...=
 
+# Each binary is built in its own module with GOWORK=off, so that it links exactly the versions
+# its go.mod selects; in the workspace, a dependency would come at the highest version any
+# module of go.work asks for (deps-check compares).
 build:
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o $(BIN)/gridcity ./coordinator/cmd/gridcity
-	CGO_ENABLED=0 $(GO) build $(AGENT_BUILDFLAGS) -o $(BIN)/gridcity-agent ./agent/cmd/gridcity-agent
+	cd coordinator && CGO_ENABLED=0 GOWORK=off $(GO) build $(BUILDFLAGS) -o $(abspath $(BIN))/gridcity ./cmd/gridcity
+	cd agent && CGO_ENABLED=0 GOWORK=off $(GO) build $(AGENT_BUILDFLAGS) -o $(abspath $(BIN))/gridcity-agent ./cmd/gridcity-agent
 
 # package: dist/gridcity_VERSION_ARCH.deb, dist/gridcity-agent_VERSION_ARCH.deb and the .rpm
 # files (gridcity-VERSION-1.x86_64.rpm, …) for amd64 and arm64, with nfpm at a pinned version
@@ -65,10 +68,15 @@ demo-break demo-fix demo-status demo-down:
 	@scripts/demo.sh $(@:demo-%=%)
 
 demo-build: build
-	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o $(BIN)/gridcity-fleet ./coordinator/harness/cmd/gridcity-fleet
+	cd coordinator && CGO_ENABLED=0 GOWORK=off $(GO) build $(BUILDFLAGS) -o $(abspath $(BIN))/gridcity-fleet ./harness/cmd/gridcity-fleet
 
 # test: every check and every test; CI calls this.
-test: proto-check tidy-check vet fmt-check unit e2e
+test: proto-check tidy-check vet fmt-check deps-check unit e2e
+
+# deps-check: each binary of make build links every module at the version its own module's
+# build list names (GOWORK=off go list -m all in that module), and says so in its build info.
+deps-check: build
+	@scripts/deps-check.sh $(BIN)/gridcity=coordinator $(BIN)/gridcity-agent=agent
 
 # unit: every package but the end-to-end suite.
 unit:
