@@ -10,7 +10,7 @@ TEST_MODULES := coordinator/e2e/mcpgoclient
 PROTOC_GEN_GO := v1.36.12
 PROTOC_GEN_GO_GRPC := v1.6.0
 
-.PHONY: all build package run run-ha test unit e2e bench proto proto-check tidy-check vet fmt-check deps-check clean \
+.PHONY: all build package run run-ha test unit e2e bench proto proto-check tidy-check vet fmt-check deps-check large-files-check clean \
 	demo demo-break demo-fix demo-status demo-down demo-build
 
 all: build
@@ -71,12 +71,16 @@ demo-build: build
 	cd coordinator && CGO_ENABLED=0 GOWORK=off $(GO) build $(BUILDFLAGS) -o $(abspath $(BIN))/gridcity-fleet ./harness/cmd/gridcity-fleet
 
 # test: every check and every test; CI calls this.
-test: proto-check tidy-check vet fmt-check deps-check unit e2e
+test: proto-check tidy-check vet fmt-check deps-check large-files-check unit e2e
 
 # deps-check: each binary of make build links every module at the version its own module's
 # build list names (GOWORK=off go list -m all in that module), and says so in its build info.
 deps-check: build
 	@scripts/deps-check.sh $(BIN)/gridcity=coordinator $(BIN)/gridcity-agent=agent
+
+# large-files-check: no tracked file over 1 MiB but those its allow-list names, with why.
+large-files-check:
+	@scripts/large-files-check.sh
 
 # unit: every package but the end-to-end suite.
 unit:
