@@ -3,14 +3,14 @@ SHELL := /bin/bash
 export PATH := $(shell go env GOPATH)/bin:$(PATH)
 GO ?= go
 BIN := bin
-MODULES := proto agent coordinator
+MODULES := proto lib agent coordinator
 # Test-only modules: each is built by an end-to-end test alone and is not in
 # go.work, so that no product module (or workspace build) depends on it.
 TEST_MODULES := coordinator/e2e/mcpgoclient
 PROTOC_GEN_GO := v1.36.12
 PROTOC_GEN_GO_GRPC := v1.6.0
 
-.PHONY: all build package run run-ha test unit e2e bench proto proto-check tidy-check vet fmt-check clean \
+.PHONY: all build package run run-ha test unit e2e bench proto proto-check tidy-check vet fmt-check deps-check large-files-check clean \
 	demo demo-break demo-fix demo-status demo-down demo-build
 
 all: build
@@ -24,10 +24,13 @@ BUILDFLAGS := -trimpath -tags grpcnotrace -ldflags "-s -w -X main.version=$(VERS
 # works a few milliseconds every 5 s. Its own code and the runtime keep it.
 AGENT_BUILDFLAGS := $(BUILDFLAGS) -gcflags=all=-l -gcflags=runtime= -gcflags=github.com/gridcity/gridcity/...=
 
+# Each binary is built in its own module with GOWORK=off, so that it links exactly the versions
+# its go.mod selects; in the workspace, a dependency would come at the highest version any
+# module of go.work asks for (deps-check compares).
 build:
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o $(BIN)/gridcity ./coordinator/cmd/gridcity
-	CGO_ENABLED=0 $(GO) build $(AGENT_BUILDFLAGS) -o $(BIN)/gridcity-agent ./agent/cmd/gridcity-agent
+	cd coordinator && CGO_ENABLED=0 GOWORK=off $(GO) build $(BUILDFLAGS) -o $(abspath $(BIN))/gridcity ./cmd/gridcity
+	cd agent && CGO_ENABLED=0 GOWORK=off $(GO) build $(AGENT_BUILDFLAGS) -o $(abspath $(BIN))/gridcity-agent ./cmd/gridcity-agent
 
 # package: dist/gridcity_VERSION_ARCH.deb, dist/gridcity-agent_VERSION_ARCH.deb and the .rpm
 # files (gridcity-VERSION-1.x86_64.rpm, …) for amd64 and arm64, with nfpm at a pinned version
@@ -65,14 +68,23 @@ demo-break demo-fix demo-status demo-down:
 	@scripts/demo.sh $(@:demo-%=%)
 
 demo-build: build
-	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o $(BIN)/gridcity-fleet ./coordinator/cmd/gridcity-fleet
+	cd coordinator && CGO_ENABLED=0 GOWORK=off $(GO) build $(BUILDFLAGS) -o $(abspath $(BIN))/gridcity-fleet ./harness/cmd/gridcity-fleet
 
 # test: every check and every test; CI calls this.
-test: proto-check tidy-check vet fmt-check unit e2e
+test: proto-check tidy-check vet fmt-check deps-check large-files-check unit e2e
+
+# deps-check: each binary of make build links every module at the version its own module's
+# build list names (GOWORK=off go list -m all in that module), and says so in its build info.
+deps-check: build
+	@scripts/deps-check.sh $(BIN)/gridcity=coordinator $(BIN)/gridcity-agent=agent
+
+# large-files-check: no tracked file over 1 MiB but those its allow-list names, with why.
+large-files-check:
+	@scripts/large-files-check.sh
 
 # unit: every package but the end-to-end suite.
 unit:
-	$(GO) test -race -count=1 $$($(GO) list ./proto/... ./agent/... ./coordinator/... | grep -v /e2e)
+	$(GO) test -race -count=1 $$($(GO) list ./proto/... ./lib/... ./agent/... ./coordinator/... | grep -v /e2e)
 
 e2e: build
 	@scripts/e2e.sh
@@ -107,11 +119,11 @@ tidy-check:
 	@for m in $(MODULES) $(TEST_MODULES); do (cd $$m && GOWORK=off $(GO) mod tidy -diff) || { echo "module $$m is not tidy: cd $$m && GOWORK=off go mod tidy"; exit 1; }; done
 
 vet:
-	$(GO) vet ./proto/... ./agent/... ./coordinator/...
+	$(GO) vet ./proto/... ./lib/... ./agent/... ./coordinator/...
 	@for m in $(TEST_MODULES); do (cd $$m && GOWORK=off $(GO) vet ./...) || exit 1; done
 
 fmt-check:
-	@out=$$(gofmt -l proto agent coordinator); [ -z "$$out" ] || { echo "gofmt needed: $$out"; exit 1; }
+	@out=$$(gofmt -l proto lib agent coordinator); [ -z "$$out" ] || { echo "gofmt needed: $$out"; exit 1; }
 
 clean:
 	rm -rf $(BIN) .run dist

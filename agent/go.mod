@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/godbus/dbus/v5 v5.2.4
+	github.com/gridcity/gridcity/lib v0.0.0
 	github.com/gridcity/gridcity/proto v0.0.0
 	github.com/shirou/gopsutil/v4 v4.26.10
 	go.yaml.in/yaml/v3 v3.0.6
@@ -26,3 +27,5 @@ require (
 )
 
 replace github.com/gridcity/gridcity/proto => ../proto
+
+replace github.com/gridcity/gridcity/lib => ../lib

@@ -6,7 +6,7 @@ require (
 	github.com/chromedp/cdproto v0.160.1
 	github.com/chromedp/chromedp v0.23.1
 	github.com/google/jsonschema-go v0.4.3
-	github.com/gridcity/gridcity/agent v0.0.0-00010101000000-000000000000
+	github.com/gridcity/gridcity/lib v0.0.0
 	github.com/gridcity/gridcity/proto v0.0.0
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
@@ -52,4 +52,4 @@ require (
 
 replace github.com/gridcity/gridcity/proto => ../proto
 
-replace github.com/gridcity/gridcity/agent => ../agent
+replace github.com/gridcity/gridcity/lib => ../lib

@@ -122,7 +122,7 @@ AGENTS_CALLS=${BENCH_AGENTS_CALLS:-20}
 
 # The driver, and the agent's Go benchmarks compiled before anything is
 # measured, so that compiling never competes with the window.
-go build -o "$tmp/gridcity-bench" ./coordinator/cmd/gridcity-bench
+(cd coordinator && GOWORK=off go build -o "$tmp/gridcity-bench" ./harness/cmd/gridcity-bench)
 # A test binary that does not compile costs the Go rows, not the window;
 # it still makes the run fail at the end.
 gotest=()

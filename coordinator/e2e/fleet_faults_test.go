@@ -23,7 +23,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/gridcity/gridcity/coordinator/internal/netlab"
+	"github.com/gridcity/gridcity/coordinator/harness/netlab"
 )
 
 var fleetBin struct {
@@ -42,7 +42,7 @@ func gridcityFleet(t *testing.T) string {
 			fleetBin.path = p
 			return
 		}
-		out, err := exec.Command("go", "build", "-race", "-o", p, "../cmd/gridcity-fleet").CombinedOutput()
+		out, err := exec.Command("go", "build", "-race", "-o", p, "../harness/cmd/gridcity-fleet").CombinedOutput()
 		if err != nil {
 			fleetBin.err = fmt.Errorf("build gridcity-fleet: %v\n%s", err, out)
 			return

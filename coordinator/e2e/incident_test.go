@@ -23,7 +23,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/gridcity/gridcity/agent/probe"
+	"github.com/gridcity/gridcity/lib/probe"
 )
 
 // orders-db (a real PostgreSQL) ← app-health (an HTTP health check that connects to it) ← web-1

@@ -1,6 +1,6 @@
 package e2e
 
-// Test hosts on one machine, made by coordinator/internal/netlab: network namespaces joined
+// Test hosts on one machine, made by coordinator/harness/netlab: network namespaces joined
 // by veth pairs to a bridge of the test's own in the root namespace, on a private /24 that no
 // interface of the machine uses. Traffic stays on that bridge and loopback. Everything is
 // removed when the test ends, also when it fails; a test binary killed before its cleanups ran
@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridcity/gridcity/coordinator/internal/netlab"
+	"github.com/gridcity/gridcity/coordinator/harness/netlab"
 )
 
 // testNet is a netlab net owned by a test; the root namespace (where the coordinator runs)

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridcity/gridcity/coordinator/internal/notify/notifytest"
-	"github.com/gridcity/gridcity/coordinator/internal/pgtest"
+	"github.com/gridcity/gridcity/coordinator/harness/notifytest"
+	"github.com/gridcity/gridcity/coordinator/harness/pgtest"
 )
 
 // The real coordinator and a real agent, with four notifiers whose

@@ -13,7 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/gridcity/gridcity/coordinator/internal/pgtest"
+	"github.com/gridcity/gridcity/coordinator/harness/pgtest"
 )
 
 // TestPostgresRestartedUnderLoad runs three replicas on a PostgreSQL of

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridcity/gridcity/coordinator/internal/pgtest"
+	"github.com/gridcity/gridcity/coordinator/harness/pgtest"
 )
 
 // TestServeOnPostgres runs `gridcity serve --store postgres://…` with a real

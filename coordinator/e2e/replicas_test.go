@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridcity/gridcity/coordinator/internal/pgtest"
+	"github.com/gridcity/gridcity/coordinator/harness/pgtest"
 )
 
 // TestAgentFailsOverToAnotherReplica runs two `gridcity serve` replicas on

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridcity/gridcity/coordinator/internal/netlab"
+	"github.com/gridcity/gridcity/coordinator/harness/netlab"
 )
 
 // TestRunHA runs `make run-ha` (scripts/run-ha.sh) as a person does, on

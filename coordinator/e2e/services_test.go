@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridcity/gridcity/agent/probe"
+	"github.com/gridcity/gridcity/lib/probe"
 )
 
 // sessions (a real Redis) ← shop-api (an app that PINGs it on every request) ← shop-lb (a

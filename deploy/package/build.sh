@@ -104,6 +104,8 @@ for arch in $archs; do
 	# The Makefile's own build, so that the flags (static, trimmed, the version) are the same.
 	say "building the binaries for linux/$arch, version $version"
 	GOOS=linux GOARCH=$arch make --no-print-directory -s build BIN="$GRIDCITY_PKG_WORK" VERSION="$version" >/dev/null
+	scripts/deps-check.sh "$GRIDCITY_PKG_WORK/gridcity=coordinator" "$GRIDCITY_PKG_WORK/gridcity-agent=agent" >/dev/null ||
+		die "the binaries for linux/$arch do not link the versions their modules declare"
 	# Copies, not links: nfpm would package a link as a link.
 	cp -r "$work/systemd" "$work"/*.changelog.gz "$GRIDCITY_PKG_WORK/"
 	for pkg in gridcity gridcity-agent; do

@@ -5,7 +5,7 @@
 
 # pg_find: pgbin is the directory of initdb, postgres and psql: initdb on
 # the PATH, else the newest /usr/lib/postgresql/VERSION/bin (as
-# internal/pgtest finds it).
+# coordinator/harness/pgtest finds it).
 pg_find() {
 	local newest
 	pgbin=

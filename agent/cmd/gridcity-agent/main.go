@@ -20,11 +20,11 @@ import (
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/gridcity/gridcity/agent/atomicfile"
 	"github.com/gridcity/gridcity/agent/internal/cmdjournal"
 	"github.com/gridcity/gridcity/agent/internal/collect"
 	"github.com/gridcity/gridcity/agent/internal/link"
 	"github.com/gridcity/gridcity/agent/internal/runner"
+	"github.com/gridcity/gridcity/lib/atomicfile"
 )
 
 var version = "dev"

@@ -12,9 +12,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/gridcity/gridcity/agent/atomicfile/atomicfiletest"
 	"github.com/gridcity/gridcity/agent/internal/cmdjournal"
 	"github.com/gridcity/gridcity/agent/internal/runner"
+	"github.com/gridcity/gridcity/lib/atomicfile/atomicfiletest"
 )
 
 // TestStateDirectoryIsPrivate starts the agent under umask 022 on a state

@@ -12,7 +12,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gridcity/gridcity/agent/atomicfile"
+	"github.com/gridcity/gridcity/lib/atomicfile"
 )
 
 const (

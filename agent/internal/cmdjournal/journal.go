@@ -34,7 +34,7 @@ import (
 
 	"github.com/gridcity/gridcity/agent/internal/runner"
 
-	"github.com/gridcity/gridcity/agent/atomicfile"
+	"github.com/gridcity/gridcity/lib/atomicfile"
 )
 
 // State is where a command is in its life.

@@ -22,7 +22,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/gridcity/gridcity/agent/atomicfile"
+	"github.com/gridcity/gridcity/lib/atomicfile"
+	"github.com/gridcity/gridcity/lib/enroll"
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -138,8 +139,8 @@ func EnrollRetrying(ctx context.Context, dir string, jl gridcityv1.JoinLine, nam
 // identity in dir. Until it has, the key it asks with is kept in dir (see
 // enrollKeyFile); a refusal removes it again, and dir if Enroll made it.
 func Enroll(ctx context.Context, dir string, jl gridcityv1.JoinLine, name, version string) (*Identity, error) {
-	ca, err := gridcityv1.FetchPinnedCA(ctx, jl.Coordinator, jl.CAPin)
-	var unreachable *gridcityv1.UnreachableError
+	ca, err := enroll.FetchPinnedCA(ctx, jl.Coordinator, jl.CAPin)
+	var unreachable *enroll.UnreachableError
 	if errors.As(err, &unreachable) {
 		return nil, &RetryableError{Err: err}
 	}
@@ -152,7 +153,7 @@ func Enroll(ctx context.Context, dir string, jl gridcityv1.JoinLine, name, versi
 	if err != nil {
 		return nil, err
 	}
-	cert, err := gridcityv1.RequestCertificate(ctx, jl, ca, key, name, version)
+	cert, err := enroll.RequestCertificate(ctx, jl, ca, key, name, version)
 	if s, ok := status.FromError(err); err != nil && ok && s.Code() != codes.OK {
 		switch s.Code() {
 		case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted, codes.Internal, codes.Unknown, codes.Canceled:

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/gridcity/gridcity/agent/atomicfile"
+	"github.com/gridcity/gridcity/lib/atomicfile"
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 )
 

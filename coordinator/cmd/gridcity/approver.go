@@ -13,9 +13,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/gridcity/gridcity/agent/atomicfile"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 	"github.com/gridcity/gridcity/coordinator/internal/web"
+	"github.com/gridcity/gridcity/lib/atomicfile"
 )
 
 func cmdApprover(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -15,7 +15,6 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/gridcity/gridcity/agent/atomicfile"
 	"github.com/gridcity/gridcity/coordinator/internal/agentapi"
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
@@ -34,6 +33,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/telemetry"
 	"github.com/gridcity/gridcity/coordinator/internal/topology"
 	"github.com/gridcity/gridcity/coordinator/internal/web"
+	"github.com/gridcity/gridcity/lib/atomicfile"
 )
 
 // coordinator is every subsystem of a running coordinator, built in one

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/gridcity/gridcity/agent/atomicfile/atomicfiletest"
+	"github.com/gridcity/gridcity/lib/atomicfile/atomicfiletest"
 )
 
 // readyWriter is serve's stderr: it closes ready once the log says the

@@ -17,9 +17,9 @@ import (
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
-	"github.com/gridcity/gridcity/agent/atomicfile"
 	"github.com/gridcity/gridcity/coordinator/internal/frontdoor"
 	"github.com/gridcity/gridcity/coordinator/internal/loopback"
+	"github.com/gridcity/gridcity/lib/atomicfile"
 )
 
 // runtimeInfo is written to DATA/coordinator.json at start so that the CLI

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gridcity/gridcity/coordinator/harness/pgtest"
 	"github.com/gridcity/gridcity/coordinator/internal/bearer"
-	"github.com/gridcity/gridcity/coordinator/internal/pgtest"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 

@@ -15,10 +15,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gridcity/gridcity/agent/atomicfile"
 	"github.com/gridcity/gridcity/coordinator/internal/bearer"
 	"github.com/gridcity/gridcity/coordinator/internal/clients"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
+	"github.com/gridcity/gridcity/lib/atomicfile"
 )
 
 // Options is what `gridcity mcp --install [CLIENT …]` was asked.

@@ -29,7 +29,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gridcity/gridcity/agent/probe"
+	"github.com/gridcity/gridcity/lib/probe"
 
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"

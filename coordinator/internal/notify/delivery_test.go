@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridcity/gridcity/coordinator/harness/notifytest"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
-	"github.com/gridcity/gridcity/coordinator/internal/notify/notifytest"
 )
 
 // A receiver that fails, then hangs past the attempt's timeout, then fails

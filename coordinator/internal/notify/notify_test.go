@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridcity/gridcity/coordinator/harness/notifytest"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
-	"github.com/gridcity/gridcity/coordinator/internal/notify/notifytest"
 	"github.com/gridcity/gridcity/coordinator/internal/telemetry"
 )
 

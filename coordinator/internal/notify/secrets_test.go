@@ -9,9 +9,9 @@ import (
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
+	"github.com/gridcity/gridcity/coordinator/harness/notifytest"
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
-	"github.com/gridcity/gridcity/coordinator/internal/notify/notifytest"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 

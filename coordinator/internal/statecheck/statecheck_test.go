@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/gridcity/gridcity/coordinator/internal/bench/simfleet"
+	"github.com/gridcity/gridcity/coordinator/harness/simfleet"
 )
 
 // validNow is the coordinator's clock in these tests.

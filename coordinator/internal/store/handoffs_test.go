@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridcity/gridcity/coordinator/internal/pgtest"
+	"github.com/gridcity/gridcity/coordinator/harness/pgtest"
 )
 
 func newRequest(t *testing.T, s Store, id, token string, at time.Time) RequestRecord {

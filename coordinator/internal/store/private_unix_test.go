@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridcity/gridcity/agent/atomicfile/atomicfiletest"
+	"github.com/gridcity/gridcity/lib/atomicfile/atomicfiletest"
 )
 
 // withUmask runs f under umask, the usual 022 of a login shell, which

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridcity/gridcity/coordinator/internal/pgtest"
+	"github.com/gridcity/gridcity/coordinator/harness/pgtest"
 )
 
 // TestProbeAsks: replica a asks replica b for a probe from web1; b lists

@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/gridcity/gridcity/agent/atomicfile"
+	"github.com/gridcity/gridcity/lib/atomicfile"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 

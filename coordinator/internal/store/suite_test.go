@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/gridcity/gridcity/coordinator/internal/pgtest"
+	"github.com/gridcity/gridcity/coordinator/harness/pgtest"
 )
 
 // The behaviour tests run on every engine: the embedded SQLite, and a

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/gridcity/gridcity/coordinator/internal/pgtest"
+	"github.com/gridcity/gridcity/coordinator/harness/pgtest"
 )
 
 // TestPostgresOutageIsErrUnavailableAndThePoolRecovers: while PostgreSQL

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gridcity/gridcity/coordinator/harness/pgtest"
 	"github.com/gridcity/gridcity/coordinator/internal/command"
-	"github.com/gridcity/gridcity/coordinator/internal/pgtest"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
