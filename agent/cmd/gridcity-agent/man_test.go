@@ -41,7 +41,10 @@ func TestManPage(t *testing.T) {
 		}
 		p(".SS \"gridcity\\-agent %s\"", c.title)
 		for _, f := range agentFlags(stderr.String()) {
-			p(".TP\n\\fB\\-\\-%s\\fR \\fI%s\\fR\n%s", roff(f.name), f.arg, roff(f.usage))
+			if f.arg != "" {
+				f.arg = ` \fI` + f.arg + `\fR`
+			}
+			p(".TP\n\\fB\\-\\-%s\\fR%s\n%s", roff(f.name), f.arg, roff(f.usage))
 			if f.name == "state" { // its default depends on who runs it
 				f.def = "/var/lib/gridcity-agent for root, else gridcity-agent in the user's configuration directory ($XDG_CONFIG_HOME, or ~/.config)"
 			}

@@ -68,7 +68,10 @@ func TestManPage(t *testing.T) {
 			if d, ok := machineDefaults[f.name]; ok {
 				f.def = d
 			}
-			p(".TP\n\\fB%s\\fR \\fI%s\\fR\n%s", manText("--"+f.name), manText(f.arg), manText(f.usage))
+			if f.arg != "" {
+				f.arg = ` \fI` + manText(f.arg) + `\fR`
+			}
+			p(".TP\n\\fB%s\\fR%s\n%s", manText("--"+f.name), f.arg, manText(f.usage))
 			if f.def != "" {
 				p(".br\nDefault: %s.", manText(f.def))
 			}
