@@ -171,17 +171,21 @@ assert_file /usr/bin/gridcity-agent 755 root:root
 ok "binaries in /usr/bin, root's, 0755, version $A"
 
 M=/usr/share/man/man1
-assert_file "$M/gridcity.1.gz" 644 root:root
-assert_file "$M/gridcity-agent.1.gz" 644 root:root
-# The pages are docs/man's, compressed; man finds them by name where man-db is installed.
-zcat "$M/gridcity.1.gz" | cmp -s - docs/man/gridcity.1 || fail "$M/gridcity.1.gz is not docs/man/gridcity.1"
-zcat "$M/gridcity-agent.1.gz" | cmp -s - docs/man/gridcity-agent.1 || fail "$M/gridcity-agent.1.gz is not docs/man/gridcity-agent.1"
-if command -v man >/dev/null; then
-	MANPAGER=cat man gridcity 2>"$LOGS/man.log" | grep -q -- "--advertise" || { cat "$LOGS/man.log"; fail "man gridcity does not show the page"; }
-	MANPAGER=cat man gridcity-agent 2>>"$LOGS/man.log" | grep -q -- "--join" || { cat "$LOGS/man.log"; fail "man gridcity-agent does not show the page"; }
-	ok "man gridcity and man gridcity-agent show the pages"
+if grep -qs '^path-exclude=/usr/share/man' /etc/dpkg/dpkg.cfg /etc/dpkg/dpkg.cfg.d/*; then
+	ok "dpkg is told to leave out /usr/share/man here (a minimal image): the manual pages are not checked"
 else
-	ok "the manual pages are in $M (man is not installed: not shown)"
+	assert_file "$M/gridcity.1.gz" 644 root:root
+	assert_file "$M/gridcity-agent.1.gz" 644 root:root
+	# The pages are docs/man's, compressed; man finds them by name where man-db is installed.
+	zcat "$M/gridcity.1.gz" | cmp -s - docs/man/gridcity.1 || fail "$M/gridcity.1.gz is not docs/man/gridcity.1"
+	zcat "$M/gridcity-agent.1.gz" | cmp -s - docs/man/gridcity-agent.1 || fail "$M/gridcity-agent.1.gz is not docs/man/gridcity-agent.1"
+	if command -v man >/dev/null; then
+		MANPAGER=cat man gridcity >"$LOGS/man.log" 2>&1 && grep -q -- "--advertise" "$LOGS/man.log" || { cat "$LOGS/man.log"; fail "man gridcity does not show the page"; }
+		MANPAGER=cat man gridcity-agent >"$LOGS/man.log" 2>&1 && grep -q -- "--join" "$LOGS/man.log" || { cat "$LOGS/man.log"; fail "man gridcity-agent does not show the page"; }
+		ok "man gridcity and man gridcity-agent show the pages"
+	else
+		ok "the manual pages are in $M (man is not installed: not shown)"
+	fi
 fi
 
 getent passwd gridcity >"$LOGS/user.log" || fail "no gridcity user"
