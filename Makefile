@@ -40,7 +40,7 @@ package:
 	@deploy/package/build.sh --out dist $(if $(filter command line environment,$(origin VERSION)),--version "$(VERSION)") $(if $(ARCHS),--arch "$(ARCHS)")
 
 # run: a coordinator on its embedded store plus an agent for this machine. CONFIG=FILE starts
-# the coordinator with that config (districts, resources, links, runbooks; see the README).
+# the coordinator with that config (districts, resources, links, runbooks; see docs/configuration.md).
 run:
 	@echo "make run: building bin/gridcity and bin/gridcity-agent (the first build downloads modules and takes a few minutes)…"
 	@$(MAKE) --no-print-directory build

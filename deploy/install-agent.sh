@@ -110,7 +110,7 @@ else
 	config=$tmp/agent.yaml new_config=1
 	cfg_name=${name:-$(uname -n)}
 	cat >"$config" <<EOF
-# gridcity agent configuration (see the README, "Install on real servers").
+# gridcity agent configuration (see docs/configuration.md, "Agent config").
 # Written by install-agent.sh; edit it and run: systemctl restart gridcity-agent
 name: "$cfg_name"
 # district: my-product          # optional: groups this server with others

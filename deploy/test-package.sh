@@ -132,10 +132,11 @@ if command -v rpm >/dev/null; then
 	rpm -qpl "$T/$A/gridcity-$A-1.$rpm_arch.rpm" >"$LOGS/rpm.log"
 	rpm -qpl "$T/$A/gridcity-agent-$A-1.$rpm_arch.rpm" >>"$LOGS/rpm.log"
 	for p in /usr/bin/gridcity /usr/lib/systemd/system/gridcity.service /etc/gridcity/coordinator.env \
-		/usr/bin/gridcity-agent /usr/lib/systemd/system/gridcity-agent.path /etc/gridcity/agent.yaml; do
+		/usr/share/man/man1/gridcity.1.gz /usr/bin/gridcity-agent /usr/lib/systemd/system/gridcity-agent.path \
+		/etc/gridcity/agent.yaml /usr/share/man/man1/gridcity-agent.1.gz; do
 		grep -qx "$p" "$LOGS/rpm.log" || fail "the .rpm files do not hold $p"
 	done
-	ok "binaries, units and config files are in the .rpm files"
+	ok "binaries, units, config files and manual pages are in the .rpm files"
 else
 	step "rpm is not installed: the .rpm files were built, their contents are not checked"
 fi
@@ -168,6 +169,24 @@ assert_file /usr/bin/gridcity-agent 755 root:root
 [ "$(/usr/bin/gridcity version)" = "gridcity $A" ] || fail "gridcity version says \"$(/usr/bin/gridcity version)\", want gridcity $A"
 [ "$(/usr/bin/gridcity-agent version)" = "gridcity-agent $A" ] || fail "gridcity-agent version says \"$(/usr/bin/gridcity-agent version)\""
 ok "binaries in /usr/bin, root's, 0755, version $A"
+
+M=/usr/share/man/man1
+if grep -qs '^path-exclude=/usr/share/man' /etc/dpkg/dpkg.cfg /etc/dpkg/dpkg.cfg.d/*; then
+	ok "dpkg is told to leave out /usr/share/man here (a minimal image): the manual pages are not checked"
+else
+	assert_file "$M/gridcity.1.gz" 644 root:root
+	assert_file "$M/gridcity-agent.1.gz" 644 root:root
+	# The pages are docs/man's, compressed; man finds them by name where man-db is installed.
+	zcat "$M/gridcity.1.gz" | cmp -s - docs/man/gridcity.1 || fail "$M/gridcity.1.gz is not docs/man/gridcity.1"
+	zcat "$M/gridcity-agent.1.gz" | cmp -s - docs/man/gridcity-agent.1 || fail "$M/gridcity-agent.1.gz is not docs/man/gridcity-agent.1"
+	if command -v man >/dev/null; then
+		MANPAGER=cat man gridcity >"$LOGS/man.log" 2>&1 && grep -q -- "--advertise" "$LOGS/man.log" || { cat "$LOGS/man.log"; fail "man gridcity does not show the page"; }
+		MANPAGER=cat man gridcity-agent >"$LOGS/man.log" 2>&1 && grep -q -- "--join" "$LOGS/man.log" || { cat "$LOGS/man.log"; fail "man gridcity-agent does not show the page"; }
+		ok "man gridcity and man gridcity-agent show the pages"
+	else
+		ok "the manual pages are in $M (man is not installed: not shown)"
+	fi
+fi
 
 getent passwd gridcity >"$LOGS/user.log" || fail "no gridcity user"
 IFS=: read -r _ _ uid gid _ home shell <"$LOGS/user.log"
@@ -269,7 +288,8 @@ ok "binaries at $B; state, identity, edited conffiles, modes, the user and the e
 
 step "dpkg -r: programs gone, data and settings kept"
 dpkg -r gridcity-agent gridcity </dev/null >"$LOGS/remove.log" 2>&1 || { cat "$LOGS/remove.log"; fail "dpkg -r failed"; }
-assert_gone /usr/bin/gridcity /usr/bin/gridcity-agent "$U/gridcity.service" "$U/gridcity-agent.service" "$U/gridcity-agent.path"
+assert_gone /usr/bin/gridcity /usr/bin/gridcity-agent "$U/gridcity.service" "$U/gridcity-agent.service" "$U/gridcity-agent.path" \
+	"$M/gridcity.1.gz" "$M/gridcity-agent.1.gz"
 [ "$(status_of gridcity)" = "deinstall ok config-files" ] || fail "gridcity's status after dpkg -r: $(status_of gridcity)"
 [ "$(status_of gridcity-agent)" = "deinstall ok config-files" ] || fail "gridcity-agent's status after dpkg -r: $(status_of gridcity-agent)"
 [ "$(sums /var/lib/gridcity)" = "$data_sum" ] || fail "dpkg -r changed /var/lib/gridcity"

@@ -97,6 +97,12 @@ for pkg in gridcity gridcity-agent; do
 		"$pkg" "$version" "$commit" "$MAINTAINER" "$changelog_date" | gzip -9n >"$work/$pkg.changelog.gz"
 done
 
+# The manual pages, generated from the commands' flags into docs/man (TestManPage in each
+# command's package fails when they drift), compressed as Debian policy wants.
+for page in gridcity.1 gridcity-agent.1; do
+	gzip -9n <"docs/man/$page" >"$work/$page.gz"
+done
+
 export GRIDCITY_PKG_VERSION=$version GRIDCITY_PKG_MAINTAINER=$MAINTAINER
 for arch in $archs; do
 	export GRIDCITY_ARCH=$arch GRIDCITY_PKG_WORK=$work/$arch
@@ -107,7 +113,7 @@ for arch in $archs; do
 	scripts/deps-check.sh "$GRIDCITY_PKG_WORK/gridcity=coordinator" "$GRIDCITY_PKG_WORK/gridcity-agent=agent" >/dev/null ||
 		die "the binaries for linux/$arch do not link the versions their modules declare"
 	# Copies, not links: nfpm would package a link as a link.
-	cp -r "$work/systemd" "$work"/*.changelog.gz "$GRIDCITY_PKG_WORK/"
+	cp -r "$work/systemd" "$work"/*.changelog.gz "$work"/*.1.gz "$GRIDCITY_PKG_WORK/"
 	for pkg in gridcity gridcity-agent; do
 		for packager in deb rpm; do
 			"$work/bin/nfpm" pkg --config "deploy/package/$pkg.yaml" --packager "$packager" --target "$out/" >"$work/nfpm.log" 2>&1 ||

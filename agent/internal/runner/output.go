@@ -12,7 +12,7 @@ import (
 // Mask replaces every occurrence of a secret in a command's output.
 const Mask = "********"
 
-// Bounds on what is masked (README, "What is promised about a secret").
+// Bounds on what is masked (docs/security.md, "What is promised about a secret").
 const (
 	// MinMaskedSecret is the shortest secret that is masked. A value of one
 	// to three bytes also matches unrelated output ("a" turns every a into

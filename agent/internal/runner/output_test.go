@@ -341,7 +341,7 @@ func reversed(b []byte) []byte {
 }
 
 // secretForms is every form of secret that the masker promises to mask,
-// worked out here independently of secretMasks: the README's list.
+// worked out here independently of secretMasks: the list in docs/security.md.
 func secretForms(secret []byte, rng *rand.Rand) [][]byte {
 	if len(secret) < MinMaskedSecret {
 		return nil

@@ -166,7 +166,7 @@ func Always(mode Mode, n int) []Mode {
 
 // Webhook is a generic webhook receiver that accepts only bodies signed
 // with key, whose "at" is within maxAge of now and agrees with the
-// timestamp header: what the README tells receivers to check, written as
+// timestamp header: what docs/notifications.md tells receivers to check, written as
 // a receiver would, apart from the sender's code.
 func Webhook(t testing.TB, key []byte, maxAge time.Duration) *Receiver {
 	return newReceiver(t, func(r *http.Request, body []byte) error {

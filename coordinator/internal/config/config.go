@@ -1,6 +1,6 @@
 // Package config is the coordinator's configuration file (--config): the
 // districts, resources, declared links, probe defaults and runbooks of
-// CONTRACT.md ("Coordinator config").
+// docs/configuration.md ("Coordinator config").
 //
 // The file is decoded by hand from a yaml.Node tree rather than straight
 // into structs, so that every problem can name the line it is on, every

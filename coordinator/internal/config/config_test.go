@@ -278,7 +278,7 @@ func contract() *Config {
 	}
 }
 
-// TestContract loads the example of CONTRACT.md ("Coordinator config").
+// TestContract loads the example of docs/configuration.md ("Coordinator config").
 func TestContract(t *testing.T) {
 	c, err := Load("testdata/contract.yaml")
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"slices"
 )
 
-// The answer budget, in characters of JSON (CONTRACT.md, second round): a
+// The answer budget, in characters of JSON (docs/tour.md, "Rules every answer keeps"): a
 // tool called without arguments (or with only its required ones) answers
 // within AnswerBudget in each of its text and structured content, and
 // within ArgsBudget with any. A list that would not fit is cut short, and

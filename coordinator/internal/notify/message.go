@@ -22,7 +22,7 @@ type message struct {
 	body     payload
 }
 
-// payload is a webhook's JSON body (CONTRACT.md, "Notifications"). At is
+// payload is a webhook's JSON body (docs/notifications.md, "A webhook"). At is
 // set at each attempt, when the body is signed, so that a receiver can
 // refuse an old body sent again; OccurredAt is when the event happened.
 type payload struct {

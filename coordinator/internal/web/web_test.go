@@ -263,7 +263,7 @@ func TestPendingAndHistory(t *testing.T) {
 	}
 	for _, k := range []string{"id", "server", "command", "reason", "client", "token", "risky", "input", "sudo", "createdAt", "expiresAt"} {
 		if _, ok := list[1][k]; !ok {
-			t.Errorf("pending item lacks %q (CONTRACT.md): %v", k, list[1])
+			t.Errorf("pending item lacks %q (docs/app.md, The API): %v", k, list[1])
 		}
 	}
 	if in, _ := list[1]["input"].(map[string]any); in["prompt"] != "registry token" || in["secret"] != true {
