@@ -49,36 +49,9 @@ func benchFleet(tb testing.TB, n int) Deps {
 // fleetOf is benchFleet's fleet with the state state makes for server i.
 func fleetOf(tb testing.TB, n int, state func(r *rand.Rand, i int, now time.Time) *gridcityv1.StateUpdate) Deps {
 	tb.Helper()
-	ctx := context.Background()
-	st, err := store.OpenSQLite(ctx, tb.TempDir())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { st.Close() })
+	f, st, agents := simfleet.Fleet(tb, n, state)
+	es := enrolledStore{fleetAndTools: st, agents: agents}
 	logger := slog.New(slog.DiscardHandler)
-	f, err := fleet.New(ctx, st, logger)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	es := enrolledStore{fleetAndTools: st}
-	now := time.Now()
-	r := rand.New(rand.NewPCG(uint64(n), 1))
-	for i := range n {
-		name := simfleet.Name(i)
-		a := store.Agent{Name: name, Serial: "01", EnrolledAt: now.Add(-48 * time.Hour)}
-		if i%500 == 100 {
-			a.RevokedAt = now.Add(-time.Hour)
-		}
-		es.agents = append(es.agents, a)
-		if i%500 == 250 {
-			continue // enrolled, never connected
-		}
-		id := f.Connect(simfleet.Hello(i, "0.9.0"))
-		f.Apply(name, id, state(r, i, now))
-		if i%100 == 42 || a.Revoked() {
-			f.Disconnect(name, id)
-		}
-	}
 	return Deps{Deps: fleetview.Deps{Fleet: f, Store: es, Logger: logger}, Store: es}
 }
 
