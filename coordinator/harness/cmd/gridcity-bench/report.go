@@ -462,12 +462,14 @@ func markdown(l live, lat *latencyRun, fleets []agentsRun, rows []Row, skipped [
 	if len(fleets) > 0 {
 		fmt.Fprintf(&b, "%s\n\n", agentsMethod(fleets))
 	}
-	fmt.Fprintf(&b, "## Notes\n\n")
-	for _, r := range rows {
-		fmt.Fprintf(&b, "- **%s**: %s\n", r.Name, r.Notes)
-	}
-	for _, s := range skipped {
-		fmt.Fprintf(&b, "- %s\n", s)
+	// Each figure's notes (its spread, what it counts, the peer's
+	// version) stay in report.json: this page is the latest run's tables.
+	fmt.Fprintf(&b, "Each figure's notes (how it was taken, its spread, its samples) are in report.json, under the same name.\n")
+	if len(skipped) > 0 {
+		fmt.Fprintf(&b, "\n## Not measured\n\n")
+		for _, s := range skipped {
+			fmt.Fprintf(&b, "- %s\n", s)
+		}
 	}
 	return b.String()
 }
