@@ -3,11 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -101,7 +98,7 @@ func TestServePublicWithFiles(t *testing.T) {
 	if info.PublicURL != public || info.HTTPS == "" || info.TLS {
 		t.Fatalf("coordinator.json: publicURL %q, https %q, tls %v; want %s, the listener's address, and plain HTTP on --http", info.PublicURL, info.HTTPS, info.TLS, public)
 	}
-	client := tlsClient(t, cert, info.HTTPS)
+	client := certtest.Client(t, certtest.Pool(t, cert), info.HTTPS)
 	tok, err := os.ReadFile(filepath.Join(data, localTokenFile))
 	if err != nil {
 		t.Fatal(err)
@@ -229,29 +226,6 @@ func TestServePublicWithFiles(t *testing.T) {
 			t.Errorf("the stdio bridge's endpoint: %q; want the local one, http://%s/mcp", got, addr)
 		}
 	})
-}
-
-// tlsClient trusts the certificate in caFile and reaches every host at
-// addr, as a client elsewhere whose DNS names the coordinator would.
-func tlsClient(t *testing.T, caFile, addr string) *http.Client {
-	t.Helper()
-	pemBytes, err := os.ReadFile(caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(pemBytes) {
-		t.Fatal("no certificate in " + caFile)
-	}
-	tr := &http.Transport{
-		TLSClientConfig:   &tls.Config{RootCAs: roots},
-		ForceAttemptHTTP2: true,
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, addr)
-		},
-	}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr}
 }
 
 // tokenOver sends the token with every request, over next.

@@ -1,20 +1,24 @@
-// Package certtest makes self-signed TLS certificates for tests: a
-// certificate and key in PEM, for the names (and IP addresses) given, that
-// a client trusts by putting the certificate itself in its roots.
+// Package certtest makes self-signed TLS certificates for tests (a
+// certificate and key in PEM, for the names and IP addresses given, that a
+// client trusts by putting the certificate itself in its roots), and the
+// HTTPS client of a test that reaches a listener by a name no DNS knows.
 //
 // It is harness, for tests only: no product binary may import it
 // (deps_test.go in coordinator/cmd/gridcity checks).
 package certtest
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -71,4 +75,36 @@ func Write(t testing.TB, names ...string) (certFile, keyFile string) {
 		}
 	}
 	return certFile, keyFile
+}
+
+// Pool is a certificate pool of the PEM certificates in files.
+func Pool(t testing.TB, files ...string) *x509.CertPool {
+	t.Helper()
+	pool := x509.NewCertPool()
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !pool.AppendCertsFromPEM(b) {
+			t.Fatalf("no certificate in %s", f)
+		}
+	}
+	return pool
+}
+
+// Client is an HTTPS client that trusts roots and reaches every host at
+// addr, as a client elsewhere whose DNS names a test's listener would:
+// the URL's host is the TLS server name and the Host header, addr where
+// the connection goes.
+func Client(t testing.TB, roots *x509.CertPool, addr string) *http.Client {
+	tr := &http.Transport{
+		TLSClientConfig:   &tls.Config{RootCAs: roots},
+		ForceAttemptHTTP2: true,
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		},
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: time.Minute}
 }
