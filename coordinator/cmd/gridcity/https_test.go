@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gridcity/gridcity/coordinator/harness/certtest"
+	"github.com/gridcity/gridcity/coordinator/internal/publicurl"
 )
 
 // serve's flags for the public listener: what is accepted, what it means,
@@ -238,4 +240,47 @@ func (b tokenOver) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return b.next.RoundTrip(r)
+}
+
+// Without --public-url, --tls-cert and --tls-key make --http serve HTTPS as
+// before (now read again when the files change), with no public listener.
+func TestServeHTTPWithTLSFiles(t *testing.T) {
+	cert, key := certtest.Write(t, "localhost")
+	addr, data := serveInProcess(t, "--tls-cert", cert, "--tls-key", key)
+	info, err := readRuntime(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.TLS || info.PublicURL != "" || info.HTTPS != "" {
+		t.Fatalf("coordinator.json: tls %v, publicURL %q, https %q; want TLS on --http and no public listener", info.TLS, info.PublicURL, info.HTTPS)
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	res, err := certtest.Client(t, certtest.Pool(t, cert), addr).Get("https://localhost:" + port + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 || res.TLS == nil || res.Header.Get("Strict-Transport-Security") != "" {
+		t.Errorf("GET /healthz: %d, TLS %v, HSTS %q; want 200 over TLS (HSTS is the public listener's)", res.StatusCode, res.TLS != nil, res.Header.Get("Strict-Transport-Security"))
+	}
+	if got := mcpEndpoint(info); got != "https://"+addr+"/mcp" {
+		t.Errorf("gridcity mcp's endpoint: %q; want https://%s/mcp", got, addr)
+	}
+}
+
+// With --public-url, notifications and the tools' links point at the public
+// URL unless --app-url says otherwise.
+func TestAppURLIsThePublicURL(t *testing.T) {
+	u, err := publicurl.Parse("https://coord.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &coordinator{o: serveOptions{public: u}, info: runtimeInfo{HTTP: "127.0.0.1:4600"}}
+	if got := c.appURL(); got != "https://coord.example.com/" {
+		t.Errorf("app URL with --public-url: %q; want https://coord.example.com/", got)
+	}
+	c.o.public = publicurl.URL{}
+	if got := c.appURL(); got != "http://127.0.0.1:4600/" {
+		t.Errorf("app URL without: %q; want http://127.0.0.1:4600/", got)
+	}
 }

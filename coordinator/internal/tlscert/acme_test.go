@@ -3,6 +3,8 @@ package tlscert
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,5 +72,33 @@ func TestACMECacheMadePrivate(t *testing.T) {
 	}
 	if want := "made the ACME cache directory private"; !strings.Contains(log.String(), want) {
 		t.Errorf("log %q; want %q", log.String(), want)
+	}
+}
+
+// The HTTP-01 listener (--acme-http) answers challenges for the host alone
+// and sends everything else to the public URL, path and query kept.
+func TestACMEHTTPHandler(t *testing.T) {
+	a, err := NewACME(ACMEConfig{Host: "coord.test", CacheDir: filepath.Join(t.TempDir(), "acme")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := a.HTTPHandler("https://coord.test:8443")
+	for _, tt := range []struct {
+		method, target, host string
+		code                 int
+		location             string
+	}{
+		{"GET", "/app?x=1", "coord.test", http.StatusMovedPermanently, "https://coord.test:8443/app?x=1"},
+		{"HEAD", "/", "anything.example", http.StatusMovedPermanently, "https://coord.test:8443/"},
+		{"POST", "/mcp", "coord.test", http.StatusBadRequest, ""},
+		{"GET", "/.well-known/acme-challenge/token", "evil.example", http.StatusForbidden, ""},
+		{"GET", "/.well-known/acme-challenge/token", "coord.test", http.StatusNotFound, ""}, // no challenge under way
+	} {
+		r := httptest.NewRequest(tt.method, "http://"+tt.host+tt.target, nil)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != tt.code || w.Header().Get("Location") != tt.location {
+			t.Errorf("%s %s (Host %s): %d, Location %q; want %d, %q", tt.method, tt.target, tt.host, w.Code, w.Header().Get("Location"), tt.code, tt.location)
+		}
 	}
 }
