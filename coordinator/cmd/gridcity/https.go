@@ -68,23 +68,24 @@ func (o *serveOptions) checkPublic() error {
 		}
 		o.public = u
 	}
+	acmeFlags := []flagValue{{"--acme-directory", p.acmeDirectory}, {"--acme-email", p.acmeEmail}, {"--acme-http", p.acmeHTTP}}
 	if o.public.IsZero() {
-		for flagName, v := range map[string]string{"--https": p.httpsAddr, "--acme-directory": p.acmeDirectory, "--acme-email": p.acmeEmail, "--acme-http": p.acmeHTTP} {
-			if v != "" {
-				return fmt.Errorf("%s is for the public listener: give --public-url https://HOST too", flagName)
+		for _, f := range append([]flagValue{{"--https", p.httpsAddr}}, acmeFlags...) {
+			if f.value != "" {
+				return fmt.Errorf("%s is for the public listener: give --public-url https://HOST too", f.name)
 			}
 		}
 		return nil
 	}
-	for flagName, addr := range map[string]string{"--https": p.httpsAddr, "--acme-http": p.acmeHTTP} {
-		if _, _, err := net.SplitHostPort(addr); addr != "" && err != nil {
-			return fmt.Errorf("%s %q is not an address: use HOST:PORT or :PORT, e.g. :443", flagName, addr)
+	for _, f := range []flagValue{{"--https", p.httpsAddr}, {"--acme-http", p.acmeHTTP}} {
+		if _, _, err := net.SplitHostPort(f.value); f.value != "" && err != nil {
+			return fmt.Errorf("%s %q is not an address: use HOST:PORT or :PORT, e.g. :443", f.name, f.value)
 		}
 	}
 	if o.tlsCert != "" {
-		for flagName, v := range map[string]string{"--acme-directory": p.acmeDirectory, "--acme-email": p.acmeEmail, "--acme-http": p.acmeHTTP} {
-			if v != "" {
-				return fmt.Errorf("%s and --tls-cert conflict: the public listener's certificate comes from ACME or from --tls-cert and --tls-key, not both", flagName)
+		for _, f := range acmeFlags {
+			if f.value != "" {
+				return fmt.Errorf("%s and --tls-cert conflict: the public listener's certificate comes from ACME or from --tls-cert and --tls-key, not both", f.name)
 			}
 		}
 		return nil
@@ -108,6 +109,10 @@ func (o *serveOptions) checkPublic() error {
 	}
 	return nil
 }
+
+// flagValue is a flag's name and the value it was given, for checks that
+// name the first flag at fault, always the same one.
+type flagValue struct{ name, value string }
 
 // validACMEName is what autocert asks a handshake's server name for.
 func validACMEName(host string) bool {

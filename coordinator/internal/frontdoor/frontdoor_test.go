@@ -3,6 +3,8 @@ package frontdoor
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridcity/gridcity/coordinator/harness/certtest"
 	"github.com/gridcity/gridcity/coordinator/internal/loopback"
 	"github.com/gridcity/gridcity/coordinator/internal/publicurl"
 )
@@ -277,5 +280,56 @@ func TestPublicHostOnly(t *testing.T) {
 	}
 	if n := rebound.Load(); n != 0 {
 		t.Errorf("loopback.Rebound held %d requests for the public host rebound; want none", n)
+	}
+}
+
+// Over TLS, where clients speak HTTP/2 (the public listener), a body
+// trickled a byte at a time is cut off at the bound too.
+func TestSlowBodyIsCutOffOverHTTP2(t *testing.T) {
+	const bound = 500 * time.Millisecond
+	p := certtest.New(t, 1, "coord.test")
+	cert, err := tls.X509KeyPair(p.Cert, p.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	public, _ := publicurl.Parse("https://coord.test")
+	hs := NewServer(readAll, Config{BodyTimeout: bound, Public: public})
+	hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
+	go hs.ServeTLS(ln, "", "")
+	t.Cleanup(func() { hs.Close() })
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(p.Cert)
+	client := certtest.Client(t, roots, ln.Addr().String())
+
+	body, w := io.Pipe()
+	t.Cleanup(func() { w.Close() })
+	go func() {
+		tk := time.NewTicker(50 * time.Millisecond)
+		defer tk.Stop()
+		for range 100 { // 5 s to send
+			<-tk.C
+			if _, err := w.Write([]byte("x")); err != nil {
+				return
+			}
+		}
+		w.Close()
+	}()
+	start := time.Now()
+	req, _ := http.NewRequest("POST", "https://coord.test/mcp", body)
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("no answer while the body trickled in: %v; want it cut off after %s", err, bound)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.ProtoMajor != 2 {
+		t.Fatalf("spoke %s; want HTTP/2, which this test is about", res.Proto)
+	}
+	if took := time.Since(start); res.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), "did not arrive within 500ms") || took > 3*time.Second {
+		t.Errorf("got %d %q after %s; want 408 saying the body did not arrive within 500ms, well before the 5 s it takes to send", res.StatusCode, b, took)
 	}
 }
