@@ -302,7 +302,7 @@ func (c *coordinator) buildHTTP(ctx context.Context) error {
 	// proxy (--public-http) the browser sees https too.
 	c.http = frontdoor.NewServer(routes(c.info.TLS || c.o.publicHTTP, scrape), frontdoor.Config{BodyTimeout: c.o.bodyTimeout, Logger: c.logger})
 	c.http.BaseContext = func(net.Listener) context.Context { return baseCtx }
-	c.buildHTTPS(routes(true, needToken), baseCtx)
+	c.buildHTTPS(baseCtx, routes(true, needToken))
 	return nil
 }
 

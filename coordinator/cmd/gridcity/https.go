@@ -193,10 +193,12 @@ func (h *httpsListeners) tlsConfig() *tls.Config {
 	return &tls.Config{GetCertificate: h.files.GetCertificate, MinVersion: tls.VersionTLS12}
 }
 
-// buildHTTPS makes the public listener's server over routes (the same as
-// the loopback listener's, with the app's cookie Secure): behind the front
-// door that holds every request to the public host and sets HSTS.
-func (c *coordinator) buildHTTPS(routes http.Handler, baseCtx context.Context) {
+// buildHTTPS gives --http its certificate when it serves TLS, and makes the
+// public listener's server over routes (the same as the loopback
+// listener's, with the app's cookie Secure), behind the front door that
+// holds every request to the public host and sets HSTS. Its requests live
+// in baseCtx, as the loopback listener's do.
+func (c *coordinator) buildHTTPS(baseCtx context.Context, routes http.Handler) {
 	h := &c.https
 	if c.o.httpTLS() {
 		c.http.TLSConfig = h.tlsConfig()
@@ -213,7 +215,7 @@ func (c *coordinator) buildHTTPS(routes http.Handler, baseCtx context.Context) {
 }
 
 // serveHTTPS serves the public listener (and the HTTP-01 one) until
-// shutdownHTTPS, and with ACME gets the certificate once the listener is
+// shutdown, and with ACME gets the certificate once the listener is
 // up, so that a problem with it is in the log at start.
 func (c *coordinator) serveHTTPS(ctx context.Context, wg *sync.WaitGroup, errs chan<- error) {
 	h := &c.https
@@ -242,7 +244,7 @@ func (c *coordinator) serveHTTPS(ctx context.Context, wg *sync.WaitGroup, errs c
 	}
 }
 
-// shutdownHTTPS stops the public listener's servers.
+// shutdown stops the public listener's servers.
 func (h *httpsListeners) shutdown(ctx context.Context) {
 	if h.public != nil {
 		h.public.Shutdown(ctx)
