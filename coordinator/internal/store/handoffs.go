@@ -37,6 +37,10 @@ type Handoff struct {
 	Replica   string // the replica it is sealed to
 	Sealed    []byte
 	CreatedAt time.Time
+	// Auth is the hand-off's authenticator, made with the unseal key
+	// (which the store never holds) over the request, the replica and
+	// Sealed: the replica checks it before it dispatches anything.
+	Auth []byte
 }
 
 // Migrations of both engines: the hand-off rows, and each replica's
@@ -58,6 +62,11 @@ const (
 	);
 	CREATE INDEX handoffs_replica ON handoffs(replica);
 	ALTER TABLE replicas ADD COLUMN handoff_key BYTEA NOT NULL DEFAULT ''::bytea;`
+
+	// Each hand-off's authenticator. A hand-off from before it has none,
+	// and is refused: nothing runs, the request fails.
+	handoffAuthSQLite   = `ALTER TABLE handoffs ADD COLUMN auth BLOB NOT NULL DEFAULT x'';`
+	handoffAuthPostgres = `ALTER TABLE handoffs ADD COLUMN auth BYTEA NOT NULL DEFAULT ''::bytea;`
 )
 
 func checkSwap(expect string, r RequestRecord, h *Handoff, steps []AuditEntry) error {
@@ -80,11 +89,11 @@ func tooMany(token string, n int) error {
 	return fmt.Errorf("record a request of token %q: %w (%d)", token, ErrTooMany, n)
 }
 
-// handoff columns: request_id, replica, sealed, created_at.
+// handoff columns: request_id, replica, sealed, created_at, auth.
 func scanHandoff(scan func(...any) error) (Handoff, error) {
 	var h Handoff
 	var created int64
-	err := scan(&h.RequestID, &h.Replica, &h.Sealed, &created)
+	err := scan(&h.RequestID, &h.Replica, &h.Sealed, &created, &h.Auth)
 	h.CreatedAt = fromMs(created)
 	return h, err
 }
@@ -131,9 +140,9 @@ func (s *SQLite) SwapRequestAudited(ctx context.Context, expect string, r Reques
 func (s *SQLite) placeHandoff(ctx context.Context, tx *sql.Tx, r RequestRecord, h *Handoff) error {
 	var err error
 	if h != nil {
-		_, err = tx.ExecContext(ctx, `INSERT INTO handoffs(request_id, replica, sealed, created_at) VALUES (?,?,?,?)
-			ON CONFLICT(request_id) DO UPDATE SET replica = excluded.replica, sealed = excluded.sealed, created_at = excluded.created_at`,
-			h.RequestID, h.Replica, nonNil(h.Sealed), ms(h.CreatedAt))
+		_, err = tx.ExecContext(ctx, `INSERT INTO handoffs(request_id, replica, sealed, created_at, auth) VALUES (?,?,?,?,?)
+			ON CONFLICT(request_id) DO UPDATE SET replica = excluded.replica, sealed = excluded.sealed, created_at = excluded.created_at, auth = excluded.auth`,
+			h.RequestID, h.Replica, nonNil(h.Sealed), ms(h.CreatedAt), nonNil(h.Auth))
 	} else if r.Status != "approved" {
 		_, err = tx.ExecContext(ctx, `DELETE FROM handoffs WHERE request_id = ?`, r.ID)
 	}
@@ -172,7 +181,7 @@ func (s *SQLite) CreateRequestLimited(ctx context.Context, r RequestRecord, limi
 }
 
 func (s *SQLite) Handoffs(ctx context.Context, replica string) ([]Handoff, error) {
-	q, args := `SELECT request_id, replica, sealed, created_at FROM handoffs`, []any{}
+	q, args := `SELECT request_id, replica, sealed, created_at, auth FROM handoffs`, []any{}
 	if replica != "" {
 		q, args = q+` WHERE replica = ?`, append(args, replica)
 	}
@@ -210,9 +219,9 @@ func (p *Postgres) SwapRequestAudited(ctx context.Context, expect string, r Requ
 			b.Queue(pgInsertAudit, ms(e.At), e.RequestID, e.Step, e.Actor, nonNil(e.Detail))
 		}
 		if h != nil {
-			b.Queue(`INSERT INTO handoffs(request_id, replica, sealed, created_at) VALUES ($1,$2,$3,$4)
-				ON CONFLICT(request_id) DO UPDATE SET replica = excluded.replica, sealed = excluded.sealed, created_at = excluded.created_at`,
-				h.RequestID, h.Replica, nonNil(h.Sealed), ms(h.CreatedAt))
+			b.Queue(`INSERT INTO handoffs(request_id, replica, sealed, created_at, auth) VALUES ($1,$2,$3,$4,$5)
+				ON CONFLICT(request_id) DO UPDATE SET replica = excluded.replica, sealed = excluded.sealed, created_at = excluded.created_at, auth = excluded.auth`,
+				h.RequestID, h.Replica, nonNil(h.Sealed), ms(h.CreatedAt), nonNil(h.Auth))
 		} else if r.Status != "approved" {
 			b.Queue(`DELETE FROM handoffs WHERE request_id = $1`, r.ID)
 		}
@@ -261,7 +270,7 @@ func (p *Postgres) CreateRequestLimited(ctx context.Context, r RequestRecord, li
 }
 
 func (p *Postgres) Handoffs(ctx context.Context, replica string) ([]Handoff, error) {
-	q, args := `SELECT request_id, replica, sealed, created_at FROM handoffs`, []any{}
+	q, args := `SELECT request_id, replica, sealed, created_at, auth FROM handoffs`, []any{}
 	if replica != "" {
 		q, args = q+` WHERE replica = $1`, append(args, replica)
 	}

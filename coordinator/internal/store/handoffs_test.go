@@ -36,7 +36,7 @@ func TestSwapRequestAuditedIsConditional(t *testing.T) {
 		r := newRequest(t, s, "cmd_a", "laptop", now)
 		approved := r
 		approved.Status, approved.Body = "approved", []byte(`{"status":"approved"}`)
-		h := &Handoff{RequestID: "cmd_a", Replica: "b", Sealed: []byte("sealed"), CreatedAt: now}
+		h := &Handoff{RequestID: "cmd_a", Replica: "b", Sealed: []byte("sealed"), CreatedAt: now, Auth: []byte("auth")}
 		if err := s.SwapRequestAudited(ctx, "pending", approved, h, step("cmd_a", "approved", "{}")); err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +53,7 @@ func TestSwapRequestAuditedIsConditional(t *testing.T) {
 			t.Fatalf("status %s; want approved", got.Status)
 		}
 		for _, replica := range []string{"b", ""} {
-			if hs, err := s.Handoffs(ctx, replica); err != nil || len(hs) != 1 || string(hs[0].Sealed) != "sealed" || hs[0].Replica != "b" || !hs[0].CreatedAt.Equal(now) {
+			if hs, err := s.Handoffs(ctx, replica); err != nil || len(hs) != 1 || string(hs[0].Sealed) != "sealed" || hs[0].Replica != "b" || !hs[0].CreatedAt.Equal(now) || string(hs[0].Auth) != "auth" {
 				t.Fatalf("hand-offs of %q: %+v, %v; want the one to b", replica, hs, err)
 			}
 		}

@@ -142,6 +142,13 @@ func (o *Observed) PutBlobIfAbsent(ctx context.Context, key string, value []byte
 	return v, err
 }
 
+func (o *Observed) SwapBlob(ctx context.Context, key string, old, value []byte) error {
+	start := time.Now()
+	err := o.s.SwapBlob(ctx, key, old, value)
+	o.done("SwapBlob", start, err)
+	return err
+}
+
 func (o *Observed) CreateApprover(ctx context.Context, a Approver) error {
 	start := time.Now()
 	err := o.s.CreateApprover(ctx, a)

@@ -154,6 +154,8 @@ var pgMigrations = []string{
 	// 6: on-demand probes one replica asks of the replica holding the
 	// agent (see probeasks.go).
 	probeAsksTable,
+	// 7: each hand-off's authenticator (see handoffs.go).
+	handoffAuthPostgres,
 }
 
 // IsPostgresURL says whether a store URL names a PostgreSQL database.
@@ -513,6 +515,17 @@ func (p *Postgres) PutBlobIfAbsent(ctx context.Context, key string, value []byte
 		return nil, fmt.Errorf("store %s: %w", key, err)
 	}
 	return p.Blob(ctx, key)
+}
+
+func (p *Postgres) SwapBlob(ctx context.Context, key string, old, value []byte) error {
+	tag, err := p.pool.Exec(ctx, `UPDATE blobs SET value = $1 WHERE key = $2 AND value = $3`, nonNil(value), key, nonNil(old))
+	if err != nil {
+		return fmt.Errorf("store %s: %w", key, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return blobSwapFailed(ctx, key, p.Blob)
+	}
+	return nil
 }
 
 func (p *Postgres) CreateApprover(ctx context.Context, a Approver) error {

@@ -182,6 +182,8 @@ var migrations = []string{
 	// 12: on-demand probes one replica asks of the replica holding the
 	// agent (see probeasks.go).
 	probeAsksTable,
+	// 13: each hand-off's authenticator (see handoffs.go).
+	handoffAuthSQLite,
 }
 
 // OpenSQLite opens (creating if needed) the store at dir/gridcity.db.
@@ -519,4 +521,15 @@ func (s *SQLite) PutBlobIfAbsent(ctx context.Context, key string, value []byte) 
 		return nil, fmt.Errorf("store %s: %w", key, err)
 	}
 	return s.Blob(ctx, key)
+}
+
+func (s *SQLite) SwapBlob(ctx context.Context, key string, old, value []byte) error {
+	res, err := s.w.ExecContext(ctx, `UPDATE blobs SET value = ? WHERE key = ? AND value = ?`, nonNil(value), key, nonNil(old))
+	if err != nil {
+		return fmt.Errorf("store %s: %w", key, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return blobSwapFailed(ctx, key, s.Blob)
+	}
+	return nil
 }

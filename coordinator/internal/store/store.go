@@ -25,7 +25,21 @@ var (
 	ErrNameTaken    = errors.New("server name already enrolled")
 	// ErrNotFinite is a metric sample with NaN or ±Inf: it is not written.
 	ErrNotFinite = errors.New("not a finite number")
+	// ErrBlobChanged is a SwapBlob whose old value is no longer the one
+	// stored: another coordinator changed it first. Nothing was written.
+	ErrBlobChanged = errors.New("the stored value changed meanwhile")
 )
+
+// blobSwapFailed says why a SwapBlob of key changed no row: the blob is
+// missing, or holds another value than the one it was read as.
+func blobSwapFailed(ctx context.Context, key string, read func(context.Context, string) ([]byte, error)) error {
+	if _, err := read(ctx, key); errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("replace %s: %w", key, ErrNotFound)
+	} else if err != nil {
+		return fmt.Errorf("replace %s: %w", key, err)
+	}
+	return fmt.Errorf("replace %s: %w", key, ErrBlobChanged)
+}
 
 // Store is the coordinator's persistence. Every method is safe for
 // concurrent use.
@@ -78,6 +92,10 @@ type Store interface {
 	// coordinators racing to create the CA end up with the same one.
 	Blob(ctx context.Context, key string) ([]byte, error)
 	PutBlobIfAbsent(ctx context.Context, key string, value []byte) ([]byte, error)
+	// SwapBlob replaces the blob key with value if it still holds old:
+	// else nothing is written and the error is ErrBlobChanged
+	// (ErrNotFound when there is no such blob).
+	SwapBlob(ctx context.Context, key string, old, value []byte) error
 
 	// CreateApprover records a person who may approve commands, by the
 	// bcrypt hash of their password; ErrExists when the name is taken.
