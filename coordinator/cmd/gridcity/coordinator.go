@@ -118,8 +118,8 @@ func (c *coordinator) openData(ctx context.Context) error {
 		}
 	}
 	// Everything in the data directory is private: the store holds the CA
-	// key (and its WAL a copy until a checkpoint), mcp-token and
-	// admin-password are credentials.
+	// key sealed (and its WAL a copy until a checkpoint), unseal.key opens
+	// it, mcp-token and admin-password are credentials.
 	if was, err := atomicfile.PrivateDir(c.o.data, "data directory"); err != nil {
 		return err
 	} else if was != 0 {
@@ -135,15 +135,16 @@ func (c *coordinator) openData(ctx context.Context) error {
 		return err
 	}
 	c.closers = append(c.closers, func() { raw.Close() })
-	if c.repl, err = replicationOf(peers, c.logger); err != nil {
+	if c.repl, err = replicationOf(peers, c.o.unsealKeyFile, c.o.data, c.logger); err != nil {
 		return err
 	}
 	c.metrics = telemetry.New(version)
 	c.st = store.Observe(raw, c.metrics.StoreOperation)
-	if c.ca, err = pki.LoadOrCreate(ctx, c.st); err != nil {
-		return err
+	unseal := c.repl.unsealKey()
+	if c.ca, err = pki.LoadOrCreate(ctx, c.st, unseal.key, c.logger); errors.Is(err, pki.ErrSealedWithAnotherKey) {
+		return fmt.Errorf("%w: %s", err, unseal.remedy)
 	}
-	return nil
+	return err
 }
 
 // buildAgents makes the fleet model and the agents' API.

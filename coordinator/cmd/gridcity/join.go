@@ -44,10 +44,13 @@ func cmdJoin(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer st.Close()
-	ca, err := pki.LoadOrCreate(ctx, st)
+	// The pin is the certificate's: join never needs the CA's key (nor
+	// the unseal key that opens it).
+	caCert, err := pki.LoadCertificate(ctx, st)
 	if err != nil {
 		return err
 	}
+	pin := pki.Pin(caCert.Raw)
 	token, err := randomToken()
 	if err != nil {
 		return err
@@ -57,11 +60,11 @@ func cmdJoin(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := st.CreateJoinToken(ctx, store.JoinToken{Hash: agentapi.HashToken(token), CreatedAt: now, ExpiresAt: exp, SingleUse: !*reusable}); err != nil {
 		return err
 	}
-	line := gridcityv1.JoinLine{Coordinator: addr, Token: token, CAPin: ca.Pin()}
+	line := gridcityv1.JoinLine{Coordinator: addr, Token: token, CAPin: pin}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"coordinator": addr, "token": token, "caPin": ca.Pin(), "joinLine": line.String(), "expiresAt": exp.UTC().Format(time.RFC3339), "singleUse": !*reusable})
+		return enc.Encode(map[string]any{"coordinator": addr, "token": token, "caPin": pin, "joinLine": line.String(), "expiresAt": exp.UTC().Format(time.RFC3339), "singleUse": !*reusable})
 	}
 	if loopback.Host(addr) {
 		fmt.Fprintf(stderr, "note: this join line names %s, a loopback address: only an agent on this host can use it. Start the coordinator with --advertise HOST:PORT, or pass --coordinator HOST:PORT here.\n\n", addr)

@@ -25,7 +25,7 @@ var version = "dev"
 const usage = `gridcity — the coordinator of a gridcity fleet
 
 Usage:
-  gridcity serve    [--data DIR] [--store URL] [--config FILE] [--http ADDR] [--grpc ADDR] [--advertise HOST:PORT] [--app-url URL] [--public-url https://HOST[:PORT]]
+  gridcity serve    [--data DIR] [--store URL --unseal-key-file FILE] [--config FILE] [--http ADDR] [--grpc ADDR] [--advertise HOST:PORT] [--app-url URL] [--public-url https://HOST[:PORT]]
   gridcity join     [--data DIR] [--store URL] [--ttl DURATION] [--reusable] [--json]
   gridcity mcp      [--data DIR] [--store URL] [--json]                  # endpoint, token and a snippet per AI client
   gridcity mcp      --install [CLIENT …] [--print] [--scope read|operate]
@@ -40,7 +40,8 @@ Usage:
 Every flag also reads GRIDCITY_<FLAG> from the environment (--data: GRIDCITY_DATA).
 --store postgres://USER:PASSWORD@HOST:PORT/DATABASE (or GRIDCITY_STORE) keeps the store in
 PostgreSQL on serve, join, mcp, token, agents, approver and audit; without it the store is
-SQLite in --data.
+SQLite in --data. Replicas on PostgreSQL are each given the same unseal key (--unseal-key-file,
+or GRIDCITY_UNSEAL_KEY_FILE), which the store never holds.
 `
 
 func main() {

@@ -96,7 +96,7 @@ func TestManPage(t *testing.T) {
 
 const manDescription = `gridcity is the coordinator of a gridcity fleet. A small agent on every server (gridcity-agent) streams the host's state to it over gRPC with mutual TLS; the coordinator keeps the fleet model in its store (SQLite in --data, or PostgreSQL with --store), serves it to AI clients over MCP at /mcp, and serves the approval app, where a person approves or denies every command an AI client asks to run. Nothing runs without that approval, and every step is in the audit log.`
 
-const manFiles = `/var/lib/gridcity is the data directory of the packaged coordinator (--data): the SQLite store gridcity.db (with the CA key), coordinator.json (where the running coordinator listens, for the commands beside serve), mcp-token (the local MCP token) and admin-password (the first approver's password). Every file in it is private (mode 0600). /etc/gridcity/coordinator.env holds the service's settings, one GRIDCITY_<FLAG>=value a line.`
+const manFiles = `/var/lib/gridcity is the data directory of the packaged coordinator (--data): the SQLite store gridcity.db (with the CA key, sealed), unseal.key (the unseal key that opens it, made at the first start; back it up apart from the store), coordinator.json (where the running coordinator listens, for the commands beside serve), mcp-token (the local MCP token) and admin-password (the first approver's password). Every file in it is private (mode 0600). /etc/gridcity/coordinator.env holds the service's settings, one GRIDCITY_<FLAG>=value a line.`
 
 const manSeeAlso = `The gridcity documentation, in the docs directory of its source: install.md, clients.md, configuration.md, tools.md, security.md and operations.md.`
 

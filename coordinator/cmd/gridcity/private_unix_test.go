@@ -41,10 +41,10 @@ func (w *readyWriter) String() string {
 	return w.buf.String()
 }
 
-// serveUntilReady runs `gridcity serve --data dir` under umask 022 and
-// stops it once it is ready. It returns serve's log, and its error (nil
-// if it became ready).
-func serveUntilReady(t *testing.T, dir string) (string, error) {
+// serveUntilReady runs `gridcity serve --data dir` with the extra flags
+// under umask 022 and stops it once it is ready. It returns serve's log,
+// and its error (nil if it became ready).
+func serveUntilReady(t *testing.T, dir string, extra ...string) (string, error) {
 	t.Helper()
 	old := syscall.Umask(0o022)
 	defer syscall.Umask(old)
@@ -53,7 +53,7 @@ func serveUntilReady(t *testing.T, dir string) (string, error) {
 	stderr := &readyWriter{ready: make(chan struct{})}
 	done := make(chan error, 1)
 	go func() {
-		done <- cmdServe(ctx, []string{"--data", dir, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"}, &bytes.Buffer{}, stderr)
+		done <- cmdServe(ctx, append([]string{"--data", dir, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"}, extra...), &bytes.Buffer{}, stderr)
 	}()
 	select {
 	case err := <-done:
@@ -73,7 +73,7 @@ func serveUntilReady(t *testing.T, dir string) (string, error) {
 // TestServeWritesOnlyPrivateFiles starts a coordinator for the first time
 // under umask 022 on a data directory of mode 0755, as `mkdir` leaves one:
 // nothing it leaves there (the store and SQLite's WAL, which hold the CA
-// key; coordinator.json; admin-password; mcp-token; serve.lock) may be
+// key sealed; unseal.key; coordinator.json; admin-password; mcp-token; serve.lock) may be
 // readable by others, the directory is made 0700, and the log says so.
 func TestServeWritesOnlyPrivateFiles(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
@@ -90,7 +90,7 @@ func TestServeWritesOnlyPrivateFiles(t *testing.T) {
 	if !strings.Contains(log, "made the data directory private") {
 		t.Errorf("the log does not say the data directory was made private:\n%s", log)
 	}
-	if open := atomicfiletest.OpenToOthers(t, dir, 5); len(open) != 0 {
+	if open := atomicfiletest.OpenToOthers(t, dir, 6); len(open) != 0 {
 		t.Errorf("open to others: %v; want every file 0600 and the directory 0700", open)
 	}
 }

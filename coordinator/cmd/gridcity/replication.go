@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
 	"github.com/gridcity/gridcity/coordinator/internal/replicas"
 	"github.com/gridcity/gridcity/coordinator/internal/resources"
+	"github.com/gridcity/gridcity/coordinator/internal/sealing"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -38,6 +42,9 @@ func (f storeFlags) openServe(ctx context.Context) (store.Store, peers, error) {
 // replication is the one difference between a lone coordinator and
 // replicas sharing a store: alone, or replicated.
 type replication interface {
+	// unsealKey is the key, never in the store, that the CA key is sealed
+	// with and approvals are authenticated with.
+	unsealKey() unsealKey
 	// handoffKey is the key approved commands are sealed to when another
 	// replica hands them to this one (nil alone).
 	handoffKey() *command.HandoffKey
@@ -59,20 +66,63 @@ type replication interface {
 	health(h map[string]any, heart *replicas.Heart)
 }
 
-func replicationOf(p peers, logger *slog.Logger) (replication, error) {
+// unsealKey is the unseal key and what to do when the store's CA was
+// sealed with another.
+type unsealKey struct {
+	key *sealing.Key
+	// remedy completes "the CA key in the store is sealed with another
+	// unseal key: …".
+	remedy string
+}
+
+// errNoUnsealKey is a replica started without the unseal key.
+var errNoUnsealKey = errors.New("replicas on PostgreSQL need the same unseal key: give --unseal-key-file FILE (or GRIDCITY_UNSEAL_KEY_FILE) on every replica; " + sealing.MakeOne)
+
+// replicationOf is a lone coordinator (no peers) with the unseal key
+// given, or else its own in the data directory (made at its first
+// start); or a replica, which must be given the key every replica of its
+// store is given.
+func replicationOf(p peers, keyFile, data string, logger *slog.Logger) (replication, error) {
 	if p == nil {
-		return alone{}, nil
+		if keyFile != "" {
+			key, err := sealing.ReadFile(keyFile)
+			if err != nil {
+				return nil, fmt.Errorf("--unseal-key-file (GRIDCITY_UNSEAL_KEY_FILE): %w", err)
+			}
+			return alone{unseal: unsealKey{key: key, remedy: "give the --unseal-key-file it was sealed with"}}, nil
+		}
+		key, created, err := sealing.InDir(data)
+		if err != nil {
+			return nil, err
+		}
+		path := filepath.Join(data, sealing.FileName)
+		remedy := "put back the " + path + " it was sealed with, from a backup of the data directory"
+		if created {
+			logger.Info("made the unseal key, which seals the CA key in the store: back it up apart from the store; without it the CA cannot be opened and every agent must enroll again", "file", path)
+			remedy = path + " was missing and a new one was made: " + remedy
+		}
+		return alone{unseal: unsealKey{key: key, remedy: remedy}}, nil
+	}
+	if keyFile == "" {
+		return nil, errNoUnsealKey
+	}
+	unseal, err := sealing.ReadFile(keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--unseal-key-file (GRIDCITY_UNSEAL_KEY_FILE): %w", err)
 	}
 	key, err := command.NewHandoffKey()
 	if err != nil {
 		return nil, err
 	}
-	return &replicated{peers: p, key: key, lead: replicas.NewLeader(logger), logger: logger}, nil
+	return &replicated{peers: p, key: key, unseal: unsealKey{key: unseal, remedy: "give the unseal key the other replicas use"}, lead: replicas.NewLeader(logger), logger: logger}, nil
 }
 
 // alone is one coordinator on its SQLite file: no one to share with.
-type alone struct{}
+type alone struct {
+	unseal unsealKey
+}
 
+func (a alone) unsealKey() unsealKey                                                    { return a.unseal }
 func (alone) handoffKey() *command.HandoffKey                                           { return nil }
 func (alone) shareFleet(*fleet.Fleet, *replicas.Heart)                                  {}
 func (alone) shareCommands(*command.Service, *replicas.Heart)                           {}
@@ -86,10 +136,12 @@ func (alone) health(map[string]any, *replicas.Heart)                            
 type replicated struct {
 	peers  peers
 	key    *command.HandoffKey
+	unseal unsealKey
 	lead   *replicas.Leader
 	logger *slog.Logger
 }
 
+func (r *replicated) unsealKey() unsealKey            { return r.unseal }
 func (r *replicated) handoffKey() *command.HandoffKey { return r.key }
 
 func (r *replicated) shareFleet(fl *fleet.Fleet, heart *replicas.Heart) {

@@ -56,6 +56,7 @@ type serveOptions struct {
 	tlsCert, tlsKey               string
 	pub                           publicFlags   // https.go
 	public                        publicurl.URL // --public-url, checked
+	unsealKeyFile                 string
 	publicHTTP                    bool
 	configPath                    string
 	appURL                        string
@@ -92,6 +93,7 @@ func serveFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "certificate file (PEM, with its chain) for HTTPS on --public-url's listener, else on --http; read again when it changes")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "key file that goes with --tls-cert; read again when it changes")
 	addPublicFlags(fs, &o.pub)
+	fs.StringVar(&o.unsealKeyFile, "unseal-key-file", "", "the unseal key (a file of 64 hex digits, mode 0600), which seals the CA key in the store and authenticates approvals: required with --store, the same file on every replica (make one: openssl rand -hex 32 > FILE); without --store, DATA/unseal.key, made at the first start")
 	fs.BoolVar(&o.publicHTTP, "public-http", false, "allow plain HTTP on a non-loopback --http address (put TLS in front of it)")
 	fs.StringVar(&o.configPath, "config", "", "YAML file: districts, resources, links, probe defaults, runbooks")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,8 @@ import (
 
 	"github.com/gridcity/gridcity/coordinator/harness/pgtest"
 	"github.com/gridcity/gridcity/coordinator/internal/bearer"
+	"github.com/gridcity/gridcity/coordinator/internal/pki"
+	"github.com/gridcity/gridcity/coordinator/internal/sealing"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -46,9 +50,14 @@ func TestCommandsUseThePostgresStore(t *testing.T) {
 	if out, err := gridcity(t, "approver", "add", "alice", "--json"); err != nil || json.Unmarshal([]byte(out), &approver) != nil || approver.Password == "" {
 		t.Fatalf("approver add: %q, %v", out, err)
 	}
+	// join needs the CA, which only serve (holding the unseal key) makes.
+	if _, err := gridcity(t, "join", "--json"); !errors.Is(err, pki.ErrNoCA) || !strings.Contains(err.Error(), "start `gridcity serve`") {
+		t.Fatalf("join before any serve: %v; want it to say to start serve first", err)
+	}
+	ca := makeCA(t, url)
 	var join struct{ Token, CAPin string }
-	if out, err := gridcity(t, "join", "--json"); err != nil || json.Unmarshal([]byte(out), &join) != nil || !strings.HasPrefix(join.CAPin, "sha256:") {
-		t.Fatalf("join: %q, %v", out, err)
+	if out, err := gridcity(t, "join", "--json"); err != nil || json.Unmarshal([]byte(out), &join) != nil || join.CAPin != ca.Pin() {
+		t.Fatalf("join: %q, %v; want the pin %s", out, err, ca.Pin())
 	}
 	var local struct{ Token string }
 	if out, err := gridcity(t, "mcp", "--json"); err != nil || json.Unmarshal([]byte(out), &local) != nil || local.Token == "" {
@@ -86,6 +95,26 @@ func TestCommandsUseThePostgresStore(t *testing.T) {
 	if _, err := st.Blob(ctx, "ca.pem"); err != nil {
 		t.Errorf("the CA in PostgreSQL: %v", err)
 	}
+}
+
+// makeCA makes the CA in the PostgreSQL store at url, as the first
+// replica's serve does.
+func makeCA(t *testing.T, url string) *pki.CA {
+	t.Helper()
+	st, err := store.OpenPostgres(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	key, err := sealing.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := pki.LoadOrCreate(context.Background(), st, key, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
 }
 
 // TestBadStoreURL: a URL that is not PostgreSQL's, or a database nobody

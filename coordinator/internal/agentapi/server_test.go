@@ -26,6 +26,7 @@ import (
 
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
 	"github.com/gridcity/gridcity/coordinator/internal/pki"
+	"github.com/gridcity/gridcity/coordinator/internal/sealing"
 	"github.com/gridcity/gridcity/coordinator/internal/statecheck"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
@@ -47,11 +48,15 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	ca, err := pki.LoadOrCreate(ctx, st)
+	unseal, err := sealing.NewKey()
 	if err != nil {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ca, err := pki.LoadOrCreate(ctx, st, unseal, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
 	f, err := fleet.New(ctx, st, logger)
 	if err != nil {
 		t.Fatal(err)

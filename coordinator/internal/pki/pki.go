@@ -1,7 +1,8 @@
 // Package pki is the coordinator's certificate authority: it creates the CA
 // on first start, issues the coordinator's gRPC server certificate, signs the
 // agents' certificate requests at enrollment, and computes the CA pin that
-// join lines carry.
+// join lines carry. The CA's key is kept in the store sealed with the
+// unseal key (package sealing), which the store never holds.
 package pki
 
 import (
@@ -17,11 +18,13 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"time"
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
+	"github.com/gridcity/gridcity/coordinator/internal/sealing"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -42,19 +45,54 @@ type CA struct {
 	key  *ecdsa.PrivateKey
 }
 
+// PEM block types of the stored CA. The key is stored sealed with the
+// unseal key, bound to its certificate; an older gridcity stored it in the
+// clear, and such a key is sealed at the next start.
+const (
+	certBlock      = "CERTIFICATE"
+	clearKeyBlock  = "EC PRIVATE KEY"
+	sealedKeyBlock = "GRIDCITY SEALED EC PRIVATE KEY"
+	// sealPurpose is what the CA key is sealed for (the unseal key's
+	// subkey); the certificate's DER is the associated data.
+	sealPurpose = "ca key"
+)
+
+// Errors callers match with errors.Is to say what to do.
+var (
+	// ErrNoCA is a store no coordinator has served yet.
+	ErrNoCA = errors.New("there is no CA in the store yet: start `gridcity serve` on this store first, which makes it")
+	// ErrSealedWithAnotherKey is a stored CA key that does not open with
+	// the unseal key given.
+	ErrSealedWithAnotherKey = errors.New("the CA key in the store is sealed with another unseal key")
+)
+
+// CertStore is the part of the store the CA certificate is read from.
+type CertStore interface {
+	Blob(ctx context.Context, key string) ([]byte, error)
+}
+
 // Store is the part of the coordinator's store the CA is kept in.
 type Store interface {
-	Blob(ctx context.Context, key string) ([]byte, error)
+	CertStore
 	// PutBlobIfAbsent returns the value stored after the call, so two
 	// coordinators racing to create the CA end up with the same one.
 	PutBlobIfAbsent(ctx context.Context, key string, value []byte) ([]byte, error)
+	// SwapBlob replaces a blob only if it still holds old
+	// (store.ErrBlobChanged otherwise), so that two coordinators sealing
+	// an older store's CA key at once write it once.
+	SwapBlob(ctx context.Context, key string, old, value []byte) error
 }
 
-// LoadOrCreate returns the CA kept in the store, creating it the first time.
-func LoadOrCreate(ctx context.Context, st Store) (*CA, error) {
+// LoadOrCreate returns the CA kept in the store, creating it the first
+// time, its key sealed with unseal. A key an older gridcity stored in the
+// clear is sealed in the store now, and the log says so.
+func LoadOrCreate(ctx context.Context, st Store, unseal *sealing.Key, logger *slog.Logger) (*CA, error) {
+	if unseal == nil {
+		return nil, errors.New("load the CA: no unseal key")
+	}
 	blob, err := st.Blob(ctx, caBlobKey)
 	if errors.Is(err, store.ErrNotFound) {
-		fresh, err := newCABlob()
+		fresh, err := newCABlob(unseal)
 		if err != nil {
 			return nil, err
 		}
@@ -65,10 +103,54 @@ func LoadOrCreate(ctx context.Context, st Store) (*CA, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("read CA: %w", err)
 	}
-	return parseCABlob(blob)
+	for range 2 {
+		stored, err := parseCABlob(blob)
+		if err != nil {
+			return nil, err
+		}
+		ca, err := stored.open(unseal)
+		if err != nil || stored.clearKey == nil {
+			return ca, err
+		}
+		// An older gridcity's CA: the key is sealed, and the clear one
+		// goes, unless another coordinator did it first (then its blob is
+		// read again: it must open with the same key).
+		sealedBlob, err := caBlob(ca.cert.Raw, ca.key, unseal)
+		if err != nil {
+			return nil, err
+		}
+		err = st.SwapBlob(ctx, caBlobKey, blob, sealedBlob)
+		if err == nil {
+			logger.Warn("sealed the CA key in the store with the unseal key: an older gridcity kept it in the clear (backups taken before now still hold it in the clear)", "ca_pin", ca.Pin())
+			return ca, nil
+		}
+		if !errors.Is(err, store.ErrBlobChanged) {
+			return nil, fmt.Errorf("seal the CA key in the store: %w", err)
+		}
+		if blob, err = st.Blob(ctx, caBlobKey); err != nil {
+			return nil, fmt.Errorf("read CA: %w", err)
+		}
+	}
+	return nil, errors.New("seal the CA key in the store: the stored CA kept changing while it was being sealed; start again")
 }
 
-func newCABlob() ([]byte, error) {
+// LoadCertificate returns the CA certificate kept in the store, without
+// its key: what a join line's pin needs. ErrNoCA when none is stored yet.
+func LoadCertificate(ctx context.Context, st CertStore) (*x509.Certificate, error) {
+	blob, err := st.Blob(ctx, caBlobKey)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrNoCA
+	} else if err != nil {
+		return nil, fmt.Errorf("read CA: %w", err)
+	}
+	stored, err := parseCABlob(blob)
+	if err != nil {
+		return nil, err
+	}
+	return stored.cert, nil
+}
+
+func newCABlob(unseal *sealing.Key) ([]byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("generate CA key: %w", err)
@@ -88,16 +170,37 @@ func newCABlob() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create CA certificate: %w", err)
 	}
+	return caBlob(der, key, unseal)
+}
+
+// caBlob is the CA as stored: its certificate, and its key sealed with
+// unseal and bound to the certificate (a sealed key moved beside another
+// certificate does not open).
+func caBlob(certDER []byte, key *ecdsa.PrivateKey, unseal *sealing.Key) ([]byte, error) {
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		return nil, err
 	}
-	out := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	return append(out, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})...), nil
+	defer clear(keyDER)
+	sealed, err := unseal.Seal(sealPurpose, keyDER, certDER)
+	if err != nil {
+		return nil, err
+	}
+	out := pem.EncodeToMemory(&pem.Block{Type: certBlock, Bytes: certDER})
+	return append(out, pem.EncodeToMemory(&pem.Block{Type: sealedKeyBlock, Bytes: sealed})...), nil
 }
 
-func parseCABlob(blob []byte) (*CA, error) {
-	ca := &CA{}
+// storedCA is the stored CA's blocks, read but not opened.
+type storedCA struct {
+	cert      *x509.Certificate
+	sealedKey []byte
+	clearKey  *ecdsa.PrivateKey
+}
+
+// parseCABlob reads the stored CA's blocks in any order, ignoring text and
+// blocks of other types around them.
+func parseCABlob(blob []byte) (storedCA, error) {
+	var s storedCA
 	for rest := blob; ; {
 		var b *pem.Block
 		b, rest = pem.Decode(rest)
@@ -106,19 +209,47 @@ func parseCABlob(blob []byte) (*CA, error) {
 		}
 		var err error
 		switch b.Type {
-		case "CERTIFICATE":
-			ca.cert, err = x509.ParseCertificate(b.Bytes)
-		case "EC PRIVATE KEY":
-			ca.key, err = x509.ParseECPrivateKey(b.Bytes)
+		case certBlock:
+			s.cert, err = x509.ParseCertificate(b.Bytes)
+		case clearKeyBlock:
+			s.clearKey, err = x509.ParseECPrivateKey(b.Bytes)
+		case sealedKeyBlock:
+			s.sealedKey = b.Bytes
 		}
 		if err != nil {
+			return storedCA{}, fmt.Errorf("parse stored CA: %w", err)
+		}
+	}
+	if s.cert == nil {
+		return storedCA{}, errors.New("stored CA is incomplete: certificate missing")
+	}
+	return s, nil
+}
+
+// open is the CA with its key: the sealed one opened with unseal, or, in
+// an older store, the clear one. A key that is not the certificate's is
+// refused: it would issue certificates no agent verifies.
+func (s storedCA) open(unseal *sealing.Key) (*CA, error) {
+	key := s.clearKey
+	if s.sealedKey != nil {
+		der, err := unseal.Open(sealPurpose, s.sealedKey, s.cert.Raw)
+		if errors.Is(err, sealing.ErrOpen) {
+			return nil, fmt.Errorf("%w (or it was altered, or moved beside another certificate)", ErrSealedWithAnotherKey)
+		} else if err != nil {
+			return nil, fmt.Errorf("open the stored CA key: %w", err)
+		}
+		defer clear(der)
+		if key, err = x509.ParseECPrivateKey(der); err != nil {
 			return nil, fmt.Errorf("parse stored CA: %w", err)
 		}
 	}
-	if ca.cert == nil || ca.key == nil {
-		return nil, errors.New("stored CA is incomplete: certificate or key missing")
+	if key == nil {
+		return nil, errors.New("stored CA is incomplete: key missing")
 	}
-	return ca, nil
+	if !key.PublicKey.Equal(s.cert.PublicKey) {
+		return nil, errors.New("stored CA is broken: its key is not its certificate's")
+	}
+	return &CA{cert: s.cert, key: key}, nil
 }
 
 // Cert is the CA certificate.

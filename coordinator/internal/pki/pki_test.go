@@ -15,6 +15,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
+	"log/slog"
 	"math/big"
 	"net"
 	"slices"
@@ -25,6 +26,7 @@ import (
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
+	"github.com/gridcity/gridcity/coordinator/internal/sealing"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -39,6 +41,10 @@ type memStore struct {
 	// coordinator stored its CA between this one's read and its write.
 	hideFromBlob bool
 	puts         int
+	// swaps counts the SwapBlob calls that wrote; beforeSwap, when set,
+	// runs before each, as another coordinator would.
+	swaps      int
+	beforeSwap func(m *memStore)
 }
 
 func newMemStore() *memStore { return &memStore{blobs: map[string][]byte{}} }
@@ -69,10 +75,46 @@ func (m *memStore) PutBlobIfAbsent(_ context.Context, key string, value []byte) 
 	return m.blobs[key], nil
 }
 
+func (m *memStore) SwapBlob(_ context.Context, key string, old, value []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.beforeSwap != nil {
+		m.beforeSwap(m)
+	}
+	v, ok := m.blobs[key]
+	switch {
+	case !ok:
+		return store.ErrNotFound
+	case !bytes.Equal(v, old):
+		return store.ErrBlobChanged
+	}
+	m.blobs[key] = value
+	m.swaps++
+	return nil
+}
+
+// testUnseal is the unseal key of the tests' coordinators.
+var testUnseal = mustKey(1)
+
+func mustKey(fill byte) *sealing.Key {
+	k, err := sealing.KeyFromBytes(bytes.Repeat([]byte{fill}, sealing.KeySize))
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
+
+var discard = slog.New(slog.DiscardHandler)
+
+// loadWith is LoadOrCreate with the tests' unseal key.
+func loadWith(st Store) (*CA, error) {
+	return LoadOrCreate(context.Background(), st, testUnseal, discard)
+}
+
 // load is LoadOrCreate, which must succeed.
 func load(t testing.TB, st Store) *CA {
 	t.Helper()
-	ca, err := LoadOrCreate(context.Background(), st)
+	ca, err := loadWith(st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +162,7 @@ const year = 365 * 24 * time.Hour
 func TestLoadOrCreateMakesACA(t *testing.T) {
 	st := newMemStore()
 	created := time.Now()
-	ca, err := LoadOrCreate(context.Background(), st)
+	ca, err := loadWith(st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,9 +187,19 @@ func TestLoadOrCreateMakesACA(t *testing.T) {
 		t.Errorf("serial %v; want positive", c.SerialNumber)
 	}
 
-	// What is stored is the certificate and its key, in PEM.
+	// What is stored is the certificate and its key sealed, in PEM.
+	if types := blockTypes(t, st.blobs["ca.pem"], c); !slices.Equal(types, []string{"CERTIFICATE", "GRIDCITY SEALED EC PRIVATE KEY"}) {
+		t.Errorf("stored PEM blocks %v; want the certificate and its sealed key", types)
+	}
+	checkKeySealed(t, st.blobs["ca.pem"], ca)
+}
+
+// blockTypes lists the PEM blocks of a stored CA, checking that its
+// certificate is c.
+func blockTypes(t *testing.T, blob []byte, c *x509.Certificate) []string {
+	t.Helper()
 	var types []string
-	for rest := st.blobs["ca.pem"]; ; {
+	for rest := blob; ; {
 		var b *pem.Block
 		if b, rest = pem.Decode(rest); b == nil {
 			break
@@ -157,8 +209,26 @@ func TestLoadOrCreateMakesACA(t *testing.T) {
 			t.Error("the stored certificate is not the CA's")
 		}
 	}
-	if !slices.Equal(types, []string{"CERTIFICATE", "EC PRIVATE KEY"}) {
-		t.Errorf("stored PEM blocks %v; want the certificate and its key", types)
+	return types
+}
+
+// checkKeySealed checks that the CA's private key is nowhere in blob in
+// the clear: not its DER, not its scalar, no PEM block of a private key.
+func checkKeySealed(t *testing.T, blob []byte, ca *CA) {
+	t.Helper()
+	der, err := x509.MarshalECPrivateKey(ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkcs8, _ := x509.MarshalPKCS8PrivateKey(ca.key)
+	scalar, _ := ca.key.Bytes()
+	for name, secret := range map[string][]byte{"DER": der, "PKCS#8": pkcs8, "scalar": scalar} {
+		if bytes.Contains(blob, secret) {
+			t.Errorf("the CA key's %s is in the store in the clear", name)
+		}
+	}
+	if bytes.Contains(blob, []byte("BEGIN EC PRIVATE KEY")) || bytes.Contains(blob, []byte("BEGIN PRIVATE KEY")) {
+		t.Error("a private key PEM block is in the store in the clear")
 	}
 }
 
@@ -208,7 +278,7 @@ func TestLoadOrCreateConcurrentOnSQLite(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range pins {
 		wg.Go(func() {
-			ca, err := LoadOrCreate(ctx, st)
+			ca, err := LoadOrCreate(ctx, st, testUnseal, discard)
 			if err != nil {
 				t.Error(err)
 				return
@@ -232,7 +302,7 @@ func TestLoadOrCreateStoreFailures(t *testing.T) {
 		{"write fails", &memStore{blobs: map[string][]byte{}, putErr: broken}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			ca, err := LoadOrCreate(context.Background(), tt.st)
+			ca, err := loadWith(tt.st)
 			if ca != nil || !errors.Is(err, broken) {
 				t.Fatalf("got %v, %v; want the store's error", ca, err)
 			}
@@ -256,18 +326,19 @@ func TestLoadOrCreateMalformedStoredCA(t *testing.T) {
 		{"as stored", blob, ""},
 		{"key first", slices.Concat(keyPEM, certPEM), ""},
 		{"with text and other blocks around", slices.Concat([]byte("# gridcity CA\n"), block("COMMENT", []byte("x")), blob, []byte("\ntrailing")), ""},
-		{"empty", nil, "stored CA is incomplete: certificate or key missing"},
-		{"not PEM", []byte("not a certificate"), "stored CA is incomplete"},
-		{"certificate only", certPEM, "stored CA is incomplete"},
-		{"key only", keyPEM, "stored CA is incomplete"},
+		{"empty", nil, "stored CA is incomplete: certificate missing"},
+		{"not PEM", []byte("not a certificate"), "stored CA is incomplete: certificate missing"},
+		{"certificate only", certPEM, "stored CA is incomplete: key missing"},
+		{"key only", keyPEM, "stored CA is incomplete: certificate missing"},
 		{"certificate of garbage", slices.Concat(block("CERTIFICATE", []byte("garbage")), keyPEM), "parse stored CA: x509:"},
-		{"key of garbage", slices.Concat(certPEM, block("EC PRIVATE KEY", []byte("garbage"))), "parse stored CA: x509:"},
+		{"sealed key of garbage", slices.Concat(certPEM, block("GRIDCITY SEALED EC PRIVATE KEY", []byte("garbage"))), "sealed with another unseal key"},
+		{"clear key of garbage", slices.Concat(certPEM, block("EC PRIVATE KEY", []byte("garbage"))), "parse stored CA: x509:"},
 		{"truncated", blob[:len(blob)/2], "stored CA is incomplete"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			st := newMemStore()
 			st.blobs["ca.pem"] = tt.blob
-			ca, err := LoadOrCreate(context.Background(), st)
+			ca, err := loadWith(st)
 			switch {
 			case tt.want == "" && err != nil:
 				t.Fatalf("got %v; want the CA loaded", err)
@@ -276,7 +347,7 @@ func TestLoadOrCreateMalformedStoredCA(t *testing.T) {
 			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 				t.Fatalf("got %v, %v; want an error with %q", ca, err, tt.want)
 			}
-			if st.puts != 0 {
+			if st.puts != 0 || st.swaps != 0 {
 				t.Error("the stored CA was written over")
 			}
 		})
@@ -305,25 +376,141 @@ func (m *memStore) mustCert(t *testing.T) *x509.Certificate {
 	return c
 }
 
-// A stored certificate with another CA's key issues nothing: a bad store
-// must not lead to certificates that no agent can verify.
-func TestStoredCAWithAnotherKeyIssuesNothing(t *testing.T) {
+// A stored certificate with another CA's key is refused at load, sealed
+// (it is bound to its own certificate and does not open beside another)
+// or in the clear (it is not the certificate's key): a bad store must not
+// lead to certificates that no agent can verify.
+func TestStoredCAWithAnotherKeyIsRefused(t *testing.T) {
 	a, b := newMemStore(), newMemStore()
 	load(t, a)
-	load(t, b)
+	caB := load(t, b)
 	certA, _ := splitBlob(t, a.blobs["ca.pem"])
 	_, keyB := splitBlob(t, b.blobs["ca.pem"])
-	mixed := newMemStore()
-	mixed.blobs["ca.pem"] = slices.Concat(certA, keyB)
-	ca, err := LoadOrCreate(context.Background(), mixed)
+	for name, blob := range map[string][]byte{
+		"sealed":       slices.Concat(certA, keyB),
+		"in the clear": slices.Concat(certA, clearKeyPEM(t, caB)),
+	} {
+		mixed := newMemStore()
+		mixed.blobs["ca.pem"] = blob
+		if ca, err := loadWith(mixed); err == nil {
+			t.Errorf("%s: loaded %s with another CA's key; want refused", name, ca.Pin())
+		}
+		if mixed.swaps != 0 {
+			t.Errorf("%s: the stored CA was written over", name)
+		}
+	}
+}
+
+// clearKeyPEM is ca's key as an older gridcity stored it.
+func clearKeyPEM(t *testing.T, ca *CA) []byte {
+	t.Helper()
+	der, err := x509.MarshalECPrivateKey(ca.key)
 	if err != nil {
-		return // refused at load: as good
+		t.Fatal(err)
 	}
-	if _, err := ca.ServerCertificate(); err == nil {
-		t.Error("a server certificate was issued with a key that is not the CA's")
+	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
+}
+
+// olderStore is a store where an older gridcity kept ca's key in the clear.
+func olderStore(t *testing.T, ca *CA) *memStore {
+	t.Helper()
+	st := newMemStore()
+	st.blobs["ca.pem"] = slices.Concat(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw}), clearKeyPEM(t, ca))
+	return st
+}
+
+// An older gridcity's store, its CA key in the clear, is upgraded at the
+// first start with an unseal key: the same CA, its key sealed in the store
+// and the clear one gone, and the log says so. The next start loads it as
+// any sealed CA.
+func TestLoadOrCreateSealsAnOlderStoresKey(t *testing.T) {
+	old := newCA(t)
+	st := olderStore(t, old)
+	var log bytes.Buffer
+	ca, err := LoadOrCreate(context.Background(), st, testUnseal, slog.New(slog.NewTextHandler(&log, nil)))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := ca.SignAgent(newCSR(t, newKey(t), nil), "web-1"); err == nil {
-		t.Error("an agent certificate was issued with a key that is not the CA's")
+	if ca.Pin() != old.Pin() || !ca.key.Equal(old.key) {
+		t.Fatalf("upgraded to CA %s; want the stored %s with its key", ca.Pin(), old.Pin())
+	}
+	if st.swaps != 1 || st.puts != 0 {
+		t.Fatalf("%d swaps, %d puts; want the blob rewritten once", st.swaps, st.puts)
+	}
+	if types := blockTypes(t, st.blobs["ca.pem"], old.cert); !slices.Equal(types, []string{"CERTIFICATE", "GRIDCITY SEALED EC PRIVATE KEY"}) {
+		t.Fatalf("stored PEM blocks after the upgrade %v; want the certificate and its sealed key", types)
+	}
+	checkKeySealed(t, st.blobs["ca.pem"], old)
+	if !strings.Contains(log.String(), "level=WARN") || !strings.Contains(log.String(), "sealed the CA key in the store") || !strings.Contains(log.String(), old.Pin()) {
+		t.Errorf("the log does not say the key was sealed, with the CA's pin:\n%s", log.String())
+	}
+	again := load(t, st)
+	if again.Pin() != old.Pin() || st.swaps != 1 {
+		t.Fatalf("the next start: CA %s, %d swaps; want the same CA, nothing written", again.Pin(), st.swaps)
+	}
+	// A store holding both (the clear key put back beside the sealed one)
+	// loses the clear one at the next start.
+	st.blobs["ca.pem"] = slices.Concat(st.blobs["ca.pem"], clearKeyPEM(t, old))
+	load(t, st)
+	checkKeySealed(t, st.blobs["ca.pem"], old)
+}
+
+// Two coordinators upgrading one older store at once: the one that loses
+// the swap reads the winner's sealed CA, which opens with the same key.
+func TestLoadOrCreateSealsOnceWhenRacing(t *testing.T) {
+	old := newCA(t)
+	st := olderStore(t, old)
+	winner := olderStore(t, old)
+	load(t, winner) // the other coordinator's result
+	st.beforeSwap = func(m *memStore) {
+		m.beforeSwap = nil
+		m.blobs["ca.pem"] = winner.blobs["ca.pem"]
+	}
+	ca := load(t, st)
+	if ca.Pin() != old.Pin() || st.swaps != 0 || !bytes.Equal(st.blobs["ca.pem"], winner.blobs["ca.pem"]) {
+		t.Fatalf("CA %s, %d swaps; want the stored CA, the winner's blob kept", ca.Pin(), st.swaps)
+	}
+}
+
+// A CA sealed with another unseal key (a replica given the wrong file, a
+// lone coordinator whose unseal.key was lost) stops the start with an
+// error that says so; nothing is written.
+func TestLoadOrCreateWithAnotherUnsealKey(t *testing.T) {
+	st := newMemStore()
+	load(t, st)
+	blob := slices.Clone(st.blobs["ca.pem"])
+	ca, err := LoadOrCreate(context.Background(), st, mustKey(2), discard)
+	if ca != nil || !errors.Is(err, ErrSealedWithAnotherKey) {
+		t.Fatalf("with another key: %v, %v; want ErrSealedWithAnotherKey", ca, err)
+	}
+	if !bytes.Equal(st.blobs["ca.pem"], blob) || st.swaps != 0 || st.puts != 1 {
+		t.Fatal("the stored CA was written over")
+	}
+	if _, err := LoadOrCreate(context.Background(), st, nil, discard); err == nil || !strings.Contains(err.Error(), "no unseal key") {
+		t.Fatalf("without a key: %v; want refused", err)
+	}
+}
+
+// join needs the CA's certificate only: it reads it without the key, and
+// says to start serve first on a store without a CA.
+func TestLoadCertificate(t *testing.T) {
+	st := newMemStore()
+	if c, err := LoadCertificate(context.Background(), st); c != nil || !errors.Is(err, ErrNoCA) || !strings.Contains(err.Error(), "start `gridcity serve`") {
+		t.Fatalf("no CA yet: %v, %v; want ErrNoCA saying to start serve", c, err)
+	}
+	ca := load(t, st)
+	for name, st := range map[string]*memStore{"sealed": st, "older": olderStore(t, ca)} {
+		c, err := LoadCertificate(context.Background(), st)
+		if err != nil || Pin(c.Raw) != ca.Pin() {
+			t.Fatalf("%s: %v; want the CA certificate", name, err)
+		}
+		if st.swaps != 0 {
+			t.Fatalf("%s: LoadCertificate wrote the store", name)
+		}
+	}
+	broken := errors.New("disk I/O error")
+	if _, err := LoadCertificate(context.Background(), &memStore{blobErr: broken}); !errors.Is(err, broken) {
+		t.Fatalf("a failing store: %v; want its error", err)
 	}
 }
 
@@ -751,7 +938,7 @@ func FuzzLoadStoredCA(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		st := newMemStore()
 		st.blobs["ca.pem"] = b
-		ca, err := LoadOrCreate(context.Background(), st)
+		ca, err := loadWith(st)
 		if (ca == nil) == (err == nil) {
 			t.Fatalf("got %v, %v; want a CA or an error", ca, err)
 		}
