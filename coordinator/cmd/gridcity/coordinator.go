@@ -219,7 +219,7 @@ func (c *coordinator) buildJudgement(ctx context.Context, cfg *config.Config) er
 	if c.hub, err = newNotifyHub(cfg, c.o.appURL, c.topo, c.metrics, c.logger); err != nil {
 		return err
 	}
-	cmdCfg := command.Config{Metrics: c.metrics}
+	cmdCfg := command.Config{Metrics: c.metrics, Unseal: c.repl.unsealKey().key}
 	if len(cfg.Notify) > 0 {
 		cmdCfg.Notice = c.hub.Request
 	}

@@ -16,6 +16,7 @@ import (
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
+	"github.com/gridcity/gridcity/coordinator/internal/sealing"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 	"github.com/gridcity/gridcity/coordinator/internal/telemetry"
 )
@@ -57,6 +58,10 @@ type Config struct {
 	Reread time.Duration
 	// Metrics counts the requests by status and times decisions (optional).
 	Metrics *telemetry.Metrics
+	// Unseal is the unseal key approvals and hand-offs are authenticated
+	// with. Without it no hand-off verifies: a replica sends only what it
+	// approved itself.
+	Unseal *sealing.Key
 	// Notice, when set, hears of every change this service commits (not
 	// those read back from other replicas, which tell their own), to tell
 	// people (notify.Hub.Request). It is called with the service's lock
@@ -107,6 +112,7 @@ type Service struct {
 	// read back from the store is published once, and never a stale one.
 	shared *Shared
 	seen   map[string]seenState
+	taken  takenHandoffs
 }
 
 type seenState struct {
@@ -123,7 +129,7 @@ type seenState struct {
 func (s *Service) Share(sh Shared) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.shared, s.seen = &sh, map[string]seenState{}
+	s.shared, s.seen, s.taken = &sh, map[string]seenState{}, takenHandoffs{}
 }
 
 // New returns a service.
@@ -368,6 +374,7 @@ func (s *Service) Approve(ctx context.Context, id, approver string, a Approval) 
 	now := s.cfg.Now().UTC()
 	r.Status, r.DecidedAt, r.DecidedBy, r.Note = StatusApproved, now, approver, bound(a.Note, maxReason)
 	r.InputGiven, r.SudoPasswordGiven = len(a.Input) > 0, len(a.SudoPassword) > 0
+	r.Authenticator = s.authenticator(r, nil)
 	// With replicas, for a server whose stream another replica holds, the
 	// input and sudo password are sealed to that replica and the hand-off
 	// is saved with the approval, in one commit; the holder dispatches
@@ -430,7 +437,9 @@ func (s *Service) handoff(ctx context.Context, r Request, info ServerInfo, a App
 		if err != nil {
 			return nil, fmt.Errorf("sealing it to the coordinator holding the agent of %s (%s): %w", r.Server, info.HeldBy, err)
 		}
-		return &store.Handoff{RequestID: r.ID, Replica: rep.ID, Sealed: b, CreatedAt: s.cfg.Now().UTC()}, nil
+		h := &store.Handoff{RequestID: r.ID, Replica: rep.ID, Sealed: b, CreatedAt: s.cfg.Now().UTC()}
+		h.Auth = s.authenticator(r, h)
+		return h, nil
 	}
 	return nil, fmt.Errorf("the coordinator holding the agent of %s (%s) has stopped; the agent reconnects to another within its backoff", r.Server, info.HeldBy)
 }

@@ -2,6 +2,7 @@ package command
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -107,8 +108,14 @@ func (s *Service) takeHandoffs(ctx context.Context) {
 	for _, h := range hs {
 		s.takeHandoff(ctx, sh.Key, h)
 	}
+	s.mu.Lock()
+	s.taken.forget(s.cfg.Now().Add(-2 * handoffLimit))
+	s.mu.Unlock()
 }
 
+// takeHandoff dispatches one hand-off, if the approval and the hand-off
+// read from the store verify against the request as stored (the unseal
+// key made them), it was not taken before, and it is not too old.
 func (s *Service) takeHandoff(ctx context.Context, key *HandoffKey, h store.Handoff) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -117,14 +124,39 @@ func (s *Service) takeHandoff(ctx context.Context, key *HandoffKey, h store.Hand
 		return // taken already, or ended: its hand-off went with the change
 	}
 	s.publishNewer(r)
+	if err := s.authentic(r, h); err != nil {
+		s.refuse(ctx, r, "unauthenticated", err)
+		return
+	}
+	if s.taken.seen(h) {
+		s.refuse(ctx, r, "replayed", errors.New("this hand-off was taken and sent before, and a copy of it was written back into the store"))
+		return
+	}
+	if age := s.cfg.Now().Sub(r.DecidedAt); age > handoffLimit {
+		// As a sweep would end it; and older than what taken remembers.
+		s.fail(ctx, r, fmt.Sprintf("approved, but the coordinator holding the agent did not send it within %s; nothing ran; ask again", handoffLimit))
+		return
+	}
 	a, err := key.open(r.ID, h.Sealed)
 	if err != nil {
 		s.fail(ctx, r, "approved, but the coordinator holding the agent could not open what was handed to it ("+err.Error()+"); nothing ran; ask again")
 		return
 	}
+	s.taken.add(h, r.DecidedAt)
 	if _, err := s.dispatch(ctx, r, a); err != nil {
 		s.logger.Error("dispatch a command handed over by another coordinator", "request", r.ID, "err", err)
 	}
+}
+
+// refuse ends an approved request read from the store that this
+// coordinator will not send, as failed, and logs and counts the attempt:
+// someone who can write the store tried to run a command. Called with
+// s.mu held.
+func (s *Service) refuse(ctx context.Context, r Request, reason string, why error) {
+	s.logger.Error("refused an approved command written into the store by someone without the unseal key; nothing was sent", "request", r.ID, "server", r.Server,
+		"reason", reason, "decided_by", r.DecidedBy, "err", why)
+	s.cfg.Metrics.ForgedApproval(reason)
+	s.fail(ctx, r, "not dispatched: "+why.Error()+"; nothing ran")
 }
 
 // approvedSweep is what one sweep reads, once, to judge approved requests

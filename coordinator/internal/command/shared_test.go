@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -29,6 +28,25 @@ type replica struct {
 	svc *Service
 	out *signalRecorder
 	st  *store.Postgres
+	log *syncBuffer // what it logged
+}
+
+// syncBuffer is a log shared by a replica's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // signalRecorder is a recorder that says when something was sent.
@@ -85,9 +103,13 @@ func newReplica(t testing.TB, url, id string, cfg Config, view ServerInfo, out D
 	if out == nil {
 		out = rec
 	}
-	svc := New(cfg, st, fakeServers{"web-1": view, "off-1": {Known: true, CommandsEnabled: true, RunAs: "root"}}, out, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if cfg.Unseal == nil {
+		cfg.Unseal = testUnseal // every replica of a store is given the same
+	}
+	log := &syncBuffer{}
+	svc := New(cfg, st, fakeServers{"web-1": view, "off-1": {Known: true, CommandsEnabled: true, RunAs: "root"}}, out, slog.New(slog.NewTextHandler(log, nil)))
 	svc.Share(Shared{Replica: id, Key: key, LiveFor: 15 * time.Second})
-	return &replica{id: id, svc: svc, out: rec, st: st}
+	return &replica{id: id, svc: svc, out: rec, st: st, log: log}
 }
 
 func (r *replica) submit(t *testing.T, command string) Request {

@@ -81,6 +81,10 @@ type Request struct {
 	// declared input and a sudo password; their values are never kept.
 	InputGiven        bool `json:"inputGiven,omitempty"`
 	SudoPasswordGiven bool `json:"sudoPasswordGiven,omitempty"`
+	// Authenticator is the approval's, made with the unseal key (which
+	// the store never holds) over what it approved (approvalMessage): a
+	// request read back from the store is dispatched only if it verifies.
+	Authenticator []byte `json:"authenticator,omitempty"`
 
 	DispatchedAt time.Time `json:"dispatchedAt,omitzero"`
 	StartedAt    time.Time `json:"startedAt,omitzero"`

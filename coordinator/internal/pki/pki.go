@@ -51,7 +51,7 @@ type CA struct {
 const (
 	certBlock      = "CERTIFICATE"
 	clearKeyBlock  = "EC PRIVATE KEY"
-	sealedKeyBlock = "GRIDCITY SEALED EC PRIVATE KEY"
+	sealedKeyBlock = "GRIDCITY SEALED CA KEY"
 	// sealPurpose is what the CA key is sealed for (the unseal key's
 	// subkey); the certificate's DER is the associated data.
 	sealPurpose = "ca key"

@@ -188,7 +188,7 @@ func TestLoadOrCreateMakesACA(t *testing.T) {
 	}
 
 	// What is stored is the certificate and its key sealed, in PEM.
-	if types := blockTypes(t, st.blobs["ca.pem"], c); !slices.Equal(types, []string{"CERTIFICATE", "GRIDCITY SEALED EC PRIVATE KEY"}) {
+	if types := blockTypes(t, st.blobs["ca.pem"], c); !slices.Equal(types, []string{"CERTIFICATE", "GRIDCITY SEALED CA KEY"}) {
 		t.Errorf("stored PEM blocks %v; want the certificate and its sealed key", types)
 	}
 	checkKeySealed(t, st.blobs["ca.pem"], ca)
@@ -331,7 +331,7 @@ func TestLoadOrCreateMalformedStoredCA(t *testing.T) {
 		{"certificate only", certPEM, "stored CA is incomplete: key missing"},
 		{"key only", keyPEM, "stored CA is incomplete: certificate missing"},
 		{"certificate of garbage", slices.Concat(block("CERTIFICATE", []byte("garbage")), keyPEM), "parse stored CA: x509:"},
-		{"sealed key of garbage", slices.Concat(certPEM, block("GRIDCITY SEALED EC PRIVATE KEY", []byte("garbage"))), "sealed with another unseal key"},
+		{"sealed key of garbage", slices.Concat(certPEM, block("GRIDCITY SEALED CA KEY", []byte("garbage"))), "sealed with another unseal key"},
 		{"clear key of garbage", slices.Concat(certPEM, block("EC PRIVATE KEY", []byte("garbage"))), "parse stored CA: x509:"},
 		{"truncated", blob[:len(blob)/2], "stored CA is incomplete"},
 	} {
@@ -437,7 +437,7 @@ func TestLoadOrCreateSealsAnOlderStoresKey(t *testing.T) {
 	if st.swaps != 1 || st.puts != 0 {
 		t.Fatalf("%d swaps, %d puts; want the blob rewritten once", st.swaps, st.puts)
 	}
-	if types := blockTypes(t, st.blobs["ca.pem"], old.cert); !slices.Equal(types, []string{"CERTIFICATE", "GRIDCITY SEALED EC PRIVATE KEY"}) {
+	if types := blockTypes(t, st.blobs["ca.pem"], old.cert); !slices.Equal(types, []string{"CERTIFICATE", "GRIDCITY SEALED CA KEY"}) {
 		t.Fatalf("stored PEM blocks after the upgrade %v; want the certificate and its sealed key", types)
 	}
 	checkKeySealed(t, st.blobs["ca.pem"], old)

@@ -523,13 +523,30 @@ func (s *SQLite) PutBlobIfAbsent(ctx context.Context, key string, value []byte) 
 	return s.Blob(ctx, key)
 }
 
+// SwapBlob overwrites the old value where it lay (secure_delete) and then
+// checkpoints and truncates the WAL, so that the file keeps no copy of
+// what it replaced (the CA key an older gridcity kept in the clear): as
+// far as SQLite allows, since a checkpoint that readers hold up leaves the
+// WAL to be reused rather than cut.
 func (s *SQLite) SwapBlob(ctx context.Context, key string, old, value []byte) error {
-	res, err := s.w.ExecContext(ctx, `UPDATE blobs SET value = ? WHERE key = ? AND value = ?`, nonNil(value), key, nonNil(old))
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("store %s: %w", key, err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `PRAGMA secure_delete = ON`); err != nil {
+		return fmt.Errorf("store %s: %w", key, err)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA secure_delete = OFF`)
+	res, err := conn.ExecContext(ctx, `UPDATE blobs SET value = ? WHERE key = ? AND value = ?`, nonNil(value), key, nonNil(old))
 	if err != nil {
 		return fmt.Errorf("store %s: %w", key, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return blobSwapFailed(ctx, key, s.Blob)
+	}
+	if _, err := conn.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		return fmt.Errorf("store %s: checkpoint after the change: %w", key, err)
 	}
 	return nil
 }

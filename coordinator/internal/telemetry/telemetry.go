@@ -47,6 +47,7 @@ type Metrics struct {
 	notifySent      *prometheus.CounterVec
 	notifyDropped   *prometheus.CounterVec
 	notifyQuieted   *prometheus.CounterVec
+	forgedApprovals *prometheus.CounterVec
 
 	// names are the series names registered here, for Names.
 	names []string
@@ -85,6 +86,7 @@ func New(version string) *Metrics {
 	m.notifySent = counter("notifications_sent_total", "Notifications delivered, by notifier and event (a grouped message counts once).", "notifier", "event")
 	m.notifyDropped = counter("notifications_dropped_total", "Notifications given up, by notifier and reason (expired: not delivered within the notifier's dropAfter; refused: the receiver refused it; queue_full: the oldest waiting was dropped for a new one).", "notifier", "reason")
 	m.notifyQuieted = counter("notifications_suppressed_total", "Events not sent on purpose, by notifier and reason (min_interval: the same target was told of lately; incident: an incident message already named the server).", "notifier", "reason")
+	m.forgedApprovals = counter("forged_approvals_total", "Approved commands read from the store that were refused before dispatch, nothing sent, by reason (unauthenticated: the approval's or hand-off's authenticator did not verify; replayed: a hand-off already taken, written back): someone who can write the store tried to run a command.", "reason")
 	info := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info", Help: "Always 1; the coordinator's version is a label.", ConstLabels: prometheus.Labels{"version": version}})
 	info.Set(1)
 	m.names = append(m.names, namespace+"_build_info")
@@ -259,5 +261,13 @@ func (m *Metrics) NotificationDropped(notifier, reason string) {
 func (m *Metrics) NotificationSuppressed(notifier, reason string) {
 	if m != nil {
 		m.notifyQuieted.WithLabelValues(notifier, reason).Inc()
+	}
+}
+
+// ForgedApproval counts an approved command read from the store and
+// refused before dispatch.
+func (m *Metrics) ForgedApproval(reason string) {
+	if m != nil {
+		m.forgedApprovals.WithLabelValues(reason).Inc()
 	}
 }

@@ -34,6 +34,7 @@ func TestNilMetricsDoNothing(t *testing.T) {
 	m.Decision("approved", time.Second)
 	m.ProbeCheck("db", true, "agent")
 	m.StoreOperation("Agent", time.Millisecond, nil)
+	m.ForgedApproval("unauthenticated")
 }
 
 // The coordinator's metrics follow Prometheus' conventions (promlint, as
@@ -49,6 +50,7 @@ func TestMetricsCountAndLint(t *testing.T) {
 	m.Decision("expired", -time.Second) // a clock step back is not a negative wait
 	m.ProbeCheck("db", false, "coordinator")
 	m.StoreOperation("Agent", time.Millisecond, store.ErrNotFound)
+	m.ForgedApproval("replayed")
 	m.Gauge("agents_connected", "Agents.", func() float64 { return 3 })
 	m.GaugeByLabel("agent_streams", "Streams.", "replica", func() map[string]float64 { return map[string]float64{"a": 2, "b": 1} })
 	problems, err := testutil.GatherAndLint(m.Registry())
@@ -63,6 +65,9 @@ func TestMetricsCountAndLint(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(m.storeErrors.WithLabelValues("Agent")); v != 1 {
 		t.Errorf("store errors %v; want 1", v)
+	}
+	if v := testutil.ToFloat64(m.forgedApprovals.WithLabelValues("replayed")); v != 1 {
+		t.Errorf("forged approvals %v; want 1", v)
 	}
 	want := `
 # HELP gridcity_agent_streams Streams.
