@@ -10,11 +10,15 @@
 # /healthz and prints how to add servers and connect an AI client. Re-running is safe.
 #
 # One of several coordinators on PostgreSQL: give the store URL in GRIDCITY_STORE (not on a
-# command line, which other users can read):
+# command line, which other users can read), and the unseal key file every coordinator of that
+# store is given (made once: openssl rand -hex 32 > unseal.key; chmod 600 unseal.key; then
+# copied to each host) in GRIDCITY_UNSEAL_KEY_FILE:
 #   read -rs GRIDCITY_STORE && export GRIDCITY_STORE    # paste postgres://USER:PASSWORD@HOST:5432/DB
-#   sudo --preserve-env=GRIDCITY_STORE deploy/install-coordinator.sh --advertise THIS-HOST:4601
-# It goes into coordinator.env, which is root's alone (mode 0600) since it may hold a password;
-# systemd reads it as root before starting the service.
+#   sudo --preserve-env=GRIDCITY_STORE GRIDCITY_UNSEAL_KEY_FILE=$PWD/unseal.key \
+#       deploy/install-coordinator.sh --advertise THIS-HOST:4601
+# The URL goes into coordinator.env, which is root's alone (mode 0600) since it may hold a
+# password; systemd reads it as root before starting the service. The key is installed as
+# /etc/gridcity/unseal.key, the service user's alone (0600), and coordinator.env names it.
 #
 # Paths (override for packaging or tests; the unit is rewritten to match):
 #   GRIDCITY_PREFIX    /usr/local/bin         the binary
@@ -46,8 +50,12 @@ data in /var/lib/gridcity, and starts it when systemd runs this machine.
 
 The flags are stored in /etc/gridcity/coordinator.env; re-run with other values to change them.
 GRIDCITY_STORE=postgres://… in the environment (sudo --preserve-env=GRIDCITY_STORE) is written
-there too: a coordinator of several on one PostgreSQL. The file is mode 0600 (root).
-Environment: GRIDCITY_PREFIX, GRIDCITY_ETC, GRIDCITY_DATA, GRIDCITY_UNIT_DIR, GRIDCITY_USER.
+there too: a coordinator of several on one PostgreSQL. The file is mode 0600 (root). Such a
+coordinator needs the unseal key every coordinator of the store is given:
+GRIDCITY_UNSEAL_KEY_FILE=FILE (made once with `openssl rand -hex 32 > FILE`) is installed as
+/etc/gridcity/unseal.key, the service user's alone (0600).
+Environment: GRIDCITY_PREFIX, GRIDCITY_ETC, GRIDCITY_DATA, GRIDCITY_UNIT_DIR, GRIDCITY_USER,
+GRIDCITY_STORE, GRIDCITY_UNSEAL_KEY_FILE.
 EOF
 }
 
@@ -101,6 +109,14 @@ case $store in
 postgres://?* | postgresql://?*) ;;
 *) die "GRIDCITY_STORE: want postgres://USER:PASSWORD@HOST:5432/DATABASE (or unset it for the embedded SQLite store)" ;;
 esac
+# The unseal key file to install, checked without ever printing it.
+make_key="make one once with: openssl rand -hex 32 > unseal.key; chmod 600 unseal.key; and give the same file to every coordinator of the store"
+keysrc=${GRIDCITY_UNSEAL_KEY_FILE:-}
+if [ -n "$keysrc" ]; then
+	case $keysrc in /*) ;; *) keysrc=$PWD/$keysrc ;; esac
+	[ -f "$keysrc" ] && [ -r "$keysrc" ] || die "GRIDCITY_UNSEAL_KEY_FILE=$keysrc is not a readable file: give the unseal key file ($make_key)"
+	tr -d '[:space:]' <"$keysrc" | grep -qE '^[0-9a-fA-F]{64}$' || die "GRIDCITY_UNSEAL_KEY_FILE=$keysrc does not hold an unseal key (64 hex digits): $make_key"
+fi
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 UNIT_SRC=$HERE/systemd/gridcity.service
@@ -159,6 +175,23 @@ fi
 # coordinator.env: a commented template the first time; each given flag replaces its line.
 ENVFILE=$ETC/coordinator.env
 [ -d "$ETC" ] || install -d -m 0755 "$ETC"
+
+# The unseal key: a replica on PostgreSQL refuses to start without it, so it is asked for here.
+KEYFILE=$ETC/unseal.key
+if [ -z "$keysrc" ] && [ ! -f "$KEYFILE" ] && { [ -n "$store" ] || grep -q '^GRIDCITY_STORE=' "$ENVFILE" 2>/dev/null; }; then
+	die "a coordinator on PostgreSQL needs the unseal key every coordinator of its store is given: $make_key; then run: sudo --preserve-env=GRIDCITY_STORE GRIDCITY_UNSEAL_KEY_FILE=\$PWD/unseal.key $0 …"
+fi
+if [ -n "$keysrc" ] && ! { [ -f "$KEYFILE" ] && cmp -s "$keysrc" "$KEYFILE"; }; then
+	install -m 0600 -o "$SVC_USER" -g "$SVC_GROUP" "$keysrc" "$KEYFILE.new.$$"
+	mv -f "$KEYFILE.new.$$" "$KEYFILE"
+	say "installed the unseal key as $KEYFILE ($SVC_USER's alone, 0600)"
+	changed=1
+fi
+if [ -f "$KEYFILE" ] && { [ "$(stat -c %a "$KEYFILE")" != 600 ] || [ "$(stat -c %U "$KEYFILE")" != "$SVC_USER" ]; }; then
+	chown "$SVC_USER:$SVC_GROUP" "$KEYFILE"
+	chmod 0600 "$KEYFILE"
+	say "made $KEYFILE $SVC_USER's alone (0600): it opens the CA key in the store"
+fi
 if [ -f "$ENVFILE" ]; then
 	cp "$ENVFILE" "$tmp/env"
 else
@@ -174,8 +207,10 @@ else
 #GRIDCITY_TLS_KEY=/etc/gridcity/tls.key
 #GRIDCITY_PUBLIC_HTTP=false
 #GRIDCITY_LOG_LEVEL=info
-# One of several coordinators on PostgreSQL (this file is root's alone, mode 0600):
+# One of several coordinators on PostgreSQL (this file is root's alone, mode 0600), with the
+# unseal key every one of them is given (the gridcity user's alone, mode 0600):
 #GRIDCITY_STORE='postgres://USER:PASSWORD@HOST:5432/DATABASE'
+#GRIDCITY_UNSEAL_KEY_FILE=/etc/gridcity/unseal.key
 EOF
 fi
 # set_env KEY VALUE: replace the first KEY= or #KEY= line, drop other KEY= lines, else append.
@@ -191,6 +226,7 @@ set_env() {
 [ -z "$grpc" ] || set_env GRIDCITY_GRPC "$grpc"
 [ -z "$advertise" ] || set_env GRIDCITY_ADVERTISE "$advertise"
 [ -z "$store" ] || set_env GRIDCITY_STORE "'$store'"
+[ ! -f "$KEYFILE" ] || set_env GRIDCITY_UNSEAL_KEY_FILE "$KEYFILE"
 if install_file "$tmp/env" "$ENVFILE" 0600; then
 	say "wrote $ENVFILE"
 	changed=1

@@ -153,15 +153,34 @@ if out=$("${inst2[@]}" GRIDCITY_STORE="mysql://x@db/gridcity" bash "$DEPLOY/inst
 	fail "install-coordinator.sh took GRIDCITY_STORE=mysql://…"
 fi
 case $out in *"want postgres://"*) ok "a URL that is not postgres:// is refused: $out" ;; *) fail "GRIDCITY_STORE=mysql://… said: $out" ;; esac
-"${inst2[@]}" GRIDCITY_STORE="$url" bash "$DEPLOY/install-coordinator.sh" --binary "$BIN/gridcity" --no-start \
+if out=$("${inst2[@]}" GRIDCITY_STORE="$url" bash "$DEPLOY/install-coordinator.sh" --binary "$BIN/gridcity" --no-start 2>&1); then
+	fail "install-coordinator.sh took GRIDCITY_STORE without an unseal key"
+fi
+case $out in *"needs the unseal key"*"openssl rand -hex 32"*) ok "a replica without an unseal key is refused, saying how to make one" ;; *) fail "GRIDCITY_STORE without a key said: $out" ;; esac
+key=$T/unseal.key
+printf 'zz%.0s' $(seq 1 32) >"$key"
+if out=$("${inst2[@]}" GRIDCITY_STORE="$url" GRIDCITY_UNSEAL_KEY_FILE="$key" bash "$DEPLOY/install-coordinator.sh" --binary "$BIN/gridcity" --no-start 2>&1); then
+	fail "install-coordinator.sh took an unseal key file that is not 64 hex digits"
+fi
+case $out in *"does not hold an unseal key (64 hex digits)"*) ok "a key file that is not 64 hex digits is refused" ;; *) fail "a bad key file said: $out" ;; esac
+(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$key")
+"${inst2[@]}" GRIDCITY_STORE="$url" GRIDCITY_UNSEAL_KEY_FILE="$key" bash "$DEPLOY/install-coordinator.sh" --binary "$BIN/gridcity" --no-start \
 	>"$LOGS/install-coordinator-store.out" 2>&1 || { cat "$LOGS/install-coordinator-store.out"; fail "install-coordinator.sh with GRIDCITY_STORE failed"; }
+assert_mode "$ETC2/unseal.key" 600
+[ "$(stat -c %U "$ETC2/unseal.key")" = "$SVC_USER" ] || fail "$ETC2/unseal.key is owned by $(stat -c %U "$ETC2/unseal.key"), want $SVC_USER"
+cmp -s "$key" "$ETC2/unseal.key" || fail "$ETC2/unseal.key is not the key given"
+! grep -qF "$(cat "$key")" "$LOGS/install-coordinator-store.out" || fail "install-coordinator.sh printed the unseal key"
+[ "$(sh -c '. "$1"; printf %s "$GRIDCITY_UNSEAL_KEY_FILE"' sh "$ETC2/coordinator.env")" = "$ETC2/unseal.key" ] || fail "coordinator.env does not name the unseal key: $(cat "$ETC2/coordinator.env")"
+ok "the unseal key installed as $ETC2/unseal.key, $SVC_USER's alone (0600), named in coordinator.env"
 assert_mode "$ETC2/coordinator.env" 600
 [ "$(stat -c %U "$ETC2/coordinator.env")" = root ] || fail "$ETC2/coordinator.env is owned by $(stat -c %U "$ETC2/coordinator.env"), want root"
 assert_grep "GRIDCITY_LOG_LEVEL=info" "$ETC2/coordinator.env"
 [ "$(sh -c '. "$1"; printf %s "$GRIDCITY_STORE"' sh "$ETC2/coordinator.env")" = "$url" ] || fail "sourcing $ETC2/coordinator.env does not give GRIDCITY_STORE=$url: $(cat "$ETC2/coordinator.env")"
 ! grep -q "pa%27ss" "$LOGS/install-coordinator-store.out" || fail "install-coordinator.sh printed the store's password"
 assert_grep "sudo sh -c 'set -a; . $ETC2/coordinator.env; set +a; exec runuser -u $SVC_USER -- $PREFIX/gridcity join --data $T/var/lib/gridcity2'" "$LOGS/install-coordinator-store.out"
-ok "GRIDCITY_STORE written quoted, the file 0600 root's; the CLI lines read it as root"
+"${inst2[@]}" bash "$DEPLOY/install-coordinator.sh" --binary "$BIN/gridcity" --no-start >"$LOGS/install-coordinator-store-2.out" 2>&1 ||
+	{ cat "$LOGS/install-coordinator-store-2.out"; fail "re-running install-coordinator.sh on a replica, without GRIDCITY_STORE or a key, failed"; }
+ok "GRIDCITY_STORE written quoted, the file 0600 root's; the CLI lines read it as root; a re-run keeps the store and the key"
 
 if command -v systemd-analyze >/dev/null 2>&1; then
 	step "systemd-analyze verify on the installed coordinator unit"

@@ -332,6 +332,9 @@ ha_replicas() { # DATABASE: three replicas on it, one after another; ha_args nam
   local k data
   pg_createdb "$1" "$tmp/ha-postgres.log"
   export GRIDCITY_STORE="postgres://postgres:$(cat "$tmp/ha/pg-password")@127.0.0.1:$pg_port/$1?sslmode=disable"
+  # Every replica of a store is given the same unseal key (serve alone reads it).
+  (umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/ha/$1.unseal.key")
+  export GRIDCITY_UNSEAL_KEY_FILE="$tmp/ha/$1.unseal.key"
   ha_args=()
   for k in 1 2 3; do
     mapfile -t hp < <("$tmp/gridcity-bench" ports 2)
@@ -362,7 +365,7 @@ ha_measure() { # failover|spread N: the driver, its figures in $tmp/ha-KIND.json
   *) say "replicas: $1 could not be measured; the report says so"; ha+=(-ha-error "$1, $2 agents: $why"); failed=1 ;;
   esac
   cleanup_procs
-  unset GRIDCITY_STORE
+  unset GRIDCITY_STORE GRIDCITY_UNSEAL_KEY_FILE
 }
 if [ "$HA_FAILOVER" != 0 ] || [ "$HA_SPREAD" != 0 ]; then
   . scripts/lib/postgres.sh

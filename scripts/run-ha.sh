@@ -8,8 +8,11 @@
 # too; as root it runs as the postgres user (or nobody), since PostgreSQL
 # refuses to run as root. Each coordinator has its own --data (.run/ha/c1 …
 # c3: its addresses and its local MCP token) and its own loopback ports;
-# the store URL reaches them in GRIDCITY_STORE, written to
-# .run/ha/coordinator.env (0600) as an installed coordinator reads it.
+# the store URL reaches them in GRIDCITY_STORE, and the unseal key they
+# share (.run/ha/unseal.key, 0600, made once: it opens the CA key in the
+# database, which outlives a run) in GRIDCITY_UNSEAL_KEY_FILE, both
+# written to .run/ha/coordinator.env (0600) as an installed coordinator
+# reads them.
 #
 # Environment:
 #   GRIDCITY_HA_HTTP     the replicas' HTTP addresses (default
@@ -81,9 +84,15 @@ say "starting PostgreSQL on 127.0.0.1:$PG_PORT, socket in $PG (log: $HA/postgres
 pg_start "$PG_PORT" "$HA/postgres.log"
 pg_createdb gridcity "$HA/postgres.log"
 
-# The store URL, as an installed coordinator reads it (EnvironmentFile=).
+# The unseal key every replica is given, once: the CA key in the database
+# is sealed with it, so a new one would not open it.
+if [ ! -s "$HA/unseal.key" ]; then
+	(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$HA/unseal.key")
+fi
+# The store URL and the key, as an installed coordinator reads them (EnvironmentFile=).
 export GRIDCITY_STORE="postgres://postgres:$pw@127.0.0.1:$PG_PORT/gridcity?sslmode=disable"
-(umask 077 && echo "GRIDCITY_STORE=$GRIDCITY_STORE" >"$HA/coordinator.env")
+export GRIDCITY_UNSEAL_KEY_FILE=$HA/unseal.key
+(umask 077 && printf 'GRIDCITY_STORE=%s\nGRIDCITY_UNSEAL_KEY_FILE=%s\n' "$GRIDCITY_STORE" "$GRIDCITY_UNSEAL_KEY_FILE" >"$HA/coordinator.env")
 
 # The first replica alone (it makes the schema, the CA and the approver
 # admin), then the other two.
@@ -128,7 +137,7 @@ App login:     admin / $admin   (on any replica)
 Server:        $NAME (this machine) is online, its stream on replica 1; it knows all three
                and moves to another when its replica stops (try: kill -9 ${cpids[1]}).
 Logs:          $HA/{postgres,c1,c2,c3,agent}.log (earlier runs': *.log.1 … *.log.$KEEP_LOGS)
-Data:          $PG/data (PostgreSQL), $HA/c1 … c3, $HA/agent (delete $HA to start from scratch)
+Data:          $PG/data (PostgreSQL), $HA/c1 … c3, $HA/agent, $HA/unseal.key (delete $HA to start from scratch)
 CLI:           set -a; . $HA/coordinator.env; set +a
                $GC token|agents|join|approver … --data $HA/c1
 

@@ -15,17 +15,17 @@ import (
 
 // TestServeOnPostgres runs `gridcity serve --store postgres://…` with a real
 // agent, then a second coordinator on the same database with a new, empty
-// --data directory: everything the coordinator must not lose is in
-// PostgreSQL, so the agent is back online with the certificate the first
-// one issued (the CA is in the store), and the tokens and an approver made
-// beside the first one still work.
+// --data directory and the same unseal key: everything the coordinator
+// must not lose is in PostgreSQL, so the agent is back online with the
+// certificate the first one issued (the CA is in the store, sealed), and
+// the tokens and an approver made beside the first one still work.
 func TestServeOnPostgres(t *testing.T) {
 	t.Parallel()
 	url := pgtest.Database(t)
 	c := &coordinator{t: t, data: t.TempDir(), http: freePort(t), grpc: freePort(t)}
 	serve := func() {
-		c.p = start(t, "coordinator", "gridcity", "serve", "--data", c.data, "--store", url, "--http", c.http, "--grpc", c.grpc,
-			"--advertise", c.grpc, "--log-level", "debug")
+		c.p = start(t, "coordinator", "gridcity", "serve", "--data", c.data, "--store", url, "--unseal-key-file", unsealKeyFor(t, url),
+			"--http", c.http, "--grpc", c.grpc, "--advertise", c.grpc, "--log-level", "debug")
 		c.waitHealthy()
 	}
 	serve()

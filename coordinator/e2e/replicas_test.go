@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,14 +67,41 @@ func TestAgentFailsOverToAnotherReplica(t *testing.T) {
 }
 
 // startReplica starts a `gridcity serve` on the PostgreSQL store at url,
-// with its own addresses and --data, and the extra flags given.
+// with its own addresses and --data, the store's unseal key, and the
+// extra flags given.
 func startReplica(t *testing.T, url string, extra ...string) *coordinator {
 	t.Helper()
 	c := &coordinator{t: t, data: t.TempDir(), http: freePort(t), grpc: freePort(t), storeURL: url}
-	c.p = start(t, "coordinator "+c.grpc, append([]string{"gridcity", "serve", "--data", c.data, "--store", url, "--http", c.http, "--grpc", c.grpc,
-		"--advertise", c.grpc, "--log-level", "debug"}, extra...)...)
+	c.p = start(t, "coordinator "+c.grpc, append([]string{"gridcity", "serve", "--data", c.data, "--store", url, "--unseal-key-file", unsealKeyFor(t, url),
+		"--http", c.http, "--grpc", c.grpc, "--advertise", c.grpc, "--log-level", "debug"}, extra...)...)
 	c.waitHealthy()
 	return c
+}
+
+// unsealKeys holds the unseal key file of each PostgreSQL store the tests
+// started replicas on, by its URL: every replica of a store is given the
+// same, as an operator gives it to every host.
+var unsealKeys sync.Map
+
+// unsealKeyFor is the unseal key file of the store at url, made (mode
+// 0600, as openssl rand -hex 32 would) the first time, removed when the
+// test that made it ends.
+func unsealKeyFor(t *testing.T, url string) string {
+	t.Helper()
+	if path, ok := unsealKeys.Load(url); ok {
+		return path.(string)
+	}
+	key := make([]byte, 32)
+	rand.Read(key)
+	path := filepath.Join(t.TempDir(), "unseal.key")
+	if err := os.WriteFile(path, []byte(hex.EncodeToString(key)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, loaded := unsealKeys.LoadOrStore(url, path); loaded {
+		return got.(string)
+	}
+	t.Cleanup(func() { unsealKeys.Delete(url) })
+	return path
 }
 
 // waitKnowsReplicas waits until the agent with that state directory keeps

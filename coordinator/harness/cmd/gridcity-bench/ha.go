@@ -23,7 +23,8 @@ import (
 
 // Replicas on one PostgreSQL, measured with simulated agents (the store
 // URL reaches `gridcity join` and `gridcity mcp` in GRIDCITY_STORE, from
-// bench.sh):
+// bench.sh, which starts the replicas, each given the store's unseal key
+// in GRIDCITY_UNSEAL_KEY_FILE):
 //
 //	gridcity-bench failover -replica PID,DATA,HTTP … -n 1000 -out failover.json
 //	gridcity-bench spread   -replica PID,DATA,HTTP … -n 10000 -out spread.json
