@@ -92,10 +92,13 @@ func (s *Service) resync(ctx context.Context) {
 	}
 }
 
+// notSentInTime ends a hand-off not taken within handoffLimit.
+var notSentInTime = fmt.Sprintf("approved, but the coordinator holding the agent did not send it within %s; nothing ran; ask again", handoffLimit)
+
 // takeHandoffs dispatches the approved commands other replicas handed to
-// this one: it opens each with this replica's key and sends it as an
-// approval made here would be, once its dispatch is committed (which
-// fails if another replica ended it first).
+// this one: it checks each one's authenticators, opens it with this
+// replica's key and sends it as an approval made here would be, once its
+// dispatch is committed (which fails if another replica ended it first).
 func (s *Service) takeHandoffs(ctx context.Context) {
 	s.mu.Lock()
 	sh := s.shared
@@ -134,7 +137,7 @@ func (s *Service) takeHandoff(ctx context.Context, key *HandoffKey, h store.Hand
 	}
 	if age := s.cfg.Now().Sub(r.DecidedAt); age > handoffLimit {
 		// As a sweep would end it; and older than what taken remembers.
-		s.fail(ctx, r, fmt.Sprintf("approved, but the coordinator holding the agent did not send it within %s; nothing ran; ask again", handoffLimit))
+		s.fail(ctx, r, notSentInTime)
 		return
 	}
 	a, err := key.open(r.ID, h.Sealed)
@@ -153,7 +156,7 @@ func (s *Service) takeHandoff(ctx context.Context, key *HandoffKey, h store.Hand
 // someone who can write the store tried to run a command. Called with
 // s.mu held.
 func (s *Service) refuse(ctx context.Context, r Request, reason string, why error) {
-	s.logger.Error("refused an approved command written into the store by someone without the unseal key; nothing was sent", "request", r.ID, "server", r.Server,
+	s.logger.Error("refused an approved command whose approval this coordinator cannot trust (written into the store by someone without the unseal key, or by an older gridcity); nothing was sent", "request", r.ID, "server", r.Server,
 		"reason", reason, "decided_by", r.DecidedBy, "err", why)
 	s.cfg.Metrics.ForgedApproval(reason)
 	s.fail(ctx, r, "not dispatched: "+why.Error()+"; nothing ran")
@@ -207,7 +210,7 @@ func (s *Service) sweepApproved(ctx context.Context, sw *approvedSweep, r Reques
 	case handed && !sw.live[h.Replica]:
 		return "approved, but the coordinator holding the agent stopped before sending it; nothing ran; ask again"
 	case handed && age > handoffLimit:
-		return fmt.Sprintf("approved, but the coordinator holding the agent did not send it within %s; nothing ran; ask again", handoffLimit)
+		return notSentInTime
 	case !handed && age > handoffGrace:
 		return restarted
 	}
