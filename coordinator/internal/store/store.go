@@ -5,7 +5,9 @@
 // SQLite (modernc.org/sqlite, no cgo, WAL) is the default engine;
 // PostgreSQL (pgx) is the engine for a database the operator already runs,
 // with the same behaviour, checked by the same tests. Secrets
-// are never stored: join tokens and MCP tokens are kept as sha256 hashes.
+// are never stored in the clear: join tokens and MCP tokens are kept as
+// sha256 hashes, and the CA key sealed with the unseal key, which the
+// store never holds (package sealing).
 package store
 
 import (
