@@ -154,6 +154,9 @@ var pgMigrations = []string{
 	// 6: on-demand probes one replica asks of the replica holding the
 	// agent (see probeasks.go).
 	probeAsksTable,
+	// 8 (7 is the unseal work's; renumber on merge if needed): OAuth
+	// clients, authorization codes and tokens (see oauth.go).
+	oauthTables,
 }
 
 // IsPostgresURL says whether a store URL names a PostgreSQL database.

@@ -182,6 +182,9 @@ var migrations = []string{
 	// 12: on-demand probes one replica asks of the replica holding the
 	// agent (see probeasks.go).
 	probeAsksTable,
+	// 14 (13 is the unseal work's; renumber on merge if needed): OAuth
+	// clients, authorization codes and tokens (see oauth.go).
+	oauthTables,
 }
 
 // OpenSQLite opens (creating if needed) the store at dir/gridcity.db.
