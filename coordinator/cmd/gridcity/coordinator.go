@@ -26,6 +26,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/loopback"
 	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
 	"github.com/gridcity/gridcity/coordinator/internal/notify"
+	"github.com/gridcity/gridcity/coordinator/internal/oauth"
 	"github.com/gridcity/gridcity/coordinator/internal/pki"
 	"github.com/gridcity/gridcity/coordinator/internal/replicas"
 	"github.com/gridcity/gridcity/coordinator/internal/resources"
@@ -258,9 +259,15 @@ func (c *coordinator) buildHTTP(ctx context.Context) error {
 		Logger: c.logger, Agents: fleetview.NewAgentsCache()}
 	mux := http.NewServeMux()
 	deps := mcpserver.Deps{Deps: viewDeps, Store: c.st, AppURL: c.appURL(), Metrics: c.metrics}
-	mux.Handle("/mcp", mcpserver.Handler(deps, mcpserver.DefaultGuardConfig()))
+	// The coordinator is its own OAuth authorization server, its issuer
+	// the URL it is reached at.
+	authz := oauth.New(oauth.DefaultConfig(c.o.appURL), c.st, c.logger)
+	authz.Register(mux)
+	guard := mcpserver.DefaultGuardConfig()
+	guard.OAuth, guard.ResourceMetadataURL = authz, authz.ResourceMetadataURL()
+	mux.Handle("/mcp", mcpserver.Handler(deps, guard))
 	// Behind a TLS proxy (--public-http) the browser sees https too.
-	mux.Handle("/", web.New(web.Config{Secure: c.info.TLS || c.o.publicHTTP, Views: fleetview.New(viewDeps)}, c.cmds, c.st, c.logger))
+	mux.Handle("/", web.New(web.Config{Secure: c.info.TLS || c.o.publicHTTP, Views: fleetview.New(viewDeps), OAuth: authz}, c.cmds, c.st, c.logger))
 	mux.HandleFunc("GET /healthz", c.health)
 	registerGauges(c.metrics, c.api, c.fleet, c.cmds, c.tracker, c.heart.ID(), c.repl.leader(), c.logger)
 	// Off loopback, Prometheus brings a token of scope metrics.

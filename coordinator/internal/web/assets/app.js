@@ -155,6 +155,13 @@
   function route() {
     if (!state.me) return;
     pages.leave();
+    // An AI client's sign-in (the authorization endpoint sent us here).
+    const ask = location.hash.match(/^#oauth\/([A-Za-z0-9_-]+)$/);
+    if (ask) {
+      showOnly('oauth-view');
+      showConsent(ask[1]);
+      return;
+    }
     // A notification's link: the card of one request.
     const card = location.hash.match(/^#requests\/([^/?]+)$/);
     if (card) {
@@ -172,6 +179,41 @@
     const view = pages.route(location.hash);
     showOnly(view || 'pending-view');
     if (view) window.scrollTo(0, 0);
+  }
+
+  // showConsent shows who asks to sign in, and sends the browser back to
+  // the client with the approver's answer.
+  async function showConsent(id) {
+    $('#oauth-ask').hidden = true;
+    $('#oauth-error').textContent = '';
+    const path = `/api/oauth/requests/${encodeURIComponent(id)}`;
+    let req;
+    try {
+      req = await api('GET', path);
+    } catch (err) {
+      $('#oauth-error').textContent = err.message;
+      return;
+    }
+    $('#oauth-name').textContent = req.clientName;
+    $('#oauth-client').textContent = req.clientId;
+    $('#oauth-host').textContent = req.redirectHost;
+    $('#oauth-scope').textContent = req.scope === 'operate' ? 'read, and ask to run commands' : 'read only';
+    const operate = $('#oauth-scopes input[value=operate]');
+    operate.disabled = req.scope !== 'operate';
+    $('#oauth-scopes input[value=read]').checked = true;
+    $('#oauth-ask').hidden = false;
+    const answer = async (how, body) => {
+      $('#oauth-grant').disabled = $('#oauth-deny').disabled = true;
+      try {
+        const res = await api('POST', `${path}/${how}`, body);
+        location.assign(res.redirect);
+      } catch (err) {
+        $('#oauth-error').textContent = err.message;
+        $('#oauth-grant').disabled = $('#oauth-deny').disabled = false;
+      }
+    };
+    $('#oauth-grant').onclick = () => answer('grant', { scope: $('#oauth-scopes input:checked').value });
+    $('#oauth-deny').onclick = () => answer('deny', {});
   }
 
   // focusCard brings the card a link named into view. Once the pending list

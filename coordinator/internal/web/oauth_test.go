@@ -1,0 +1,85 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/gridcity/gridcity/coordinator/internal/oauth"
+	"github.com/gridcity/gridcity/coordinator/internal/store"
+)
+
+// fakeConsent is the authorization server's consent as the app sees it.
+type fakeConsent struct{ granted, denied []string }
+
+func (f *fakeConsent) Pending(id string) (oauth.Request, error) {
+	if id != "r1" {
+		return oauth.Request{}, oauth.ErrNoRequest
+	}
+	return oauth.Request{ClientName: "Claude", ClientID: "gcc_1", RedirectHost: "claude.ai", Scope: "operate"}, nil
+}
+
+func (f *fakeConsent) Grant(_ context.Context, id, approver string, scope store.Scope) (string, error) {
+	if id != "r1" {
+		return "", oauth.ErrNoRequest
+	}
+	if !scope.MCP() {
+		return "", oauth.ErrScope
+	}
+	f.granted = append(f.granted, approver+":"+string(scope))
+	return "https://claude.ai/cb?code=c&state=s&iss=x", nil
+}
+
+func (f *fakeConsent) Deny(id, approver string) (string, error) {
+	if id != "r1" {
+		return "", oauth.ErrNoRequest
+	}
+	f.denied = append(f.denied, approver)
+	return "https://claude.ai/cb?error=access_denied", nil
+}
+
+func TestOAuthConsent(t *testing.T) {
+	fc := &fakeConsent{}
+	e := newEnv(t, Config{OAuth: fc})
+	c := e.login(t)
+	r := e.do(t, req{method: "GET", path: "/api/oauth/requests/r1", cookie: c})
+	var got oauth.Request
+	if r.code != 200 || json.Unmarshal([]byte(r.body), &got) != nil || got.ClientName != "Claude" || got.RedirectHost != "claude.ai" || got.Scope != "operate" {
+		t.Fatalf("GET: %d %s", r.code, r.body)
+	}
+	for _, tt := range []struct {
+		name string
+		rq   req
+		code int
+	}{
+		{"no session", req{method: "POST", path: "/api/oauth/requests/r1/grant", body: map[string]string{"scope": "read"}}, http.StatusUnauthorized},
+		{"cookie without the page's key", req{method: "POST", path: "/api/oauth/requests/r1/grant", body: map[string]string{"scope": "read"}, cookie: c, header: map[string]string{csrfHeader: ""}}, http.StatusUnauthorized},
+		{"another origin", req{method: "POST", path: "/api/oauth/requests/r1/grant", body: map[string]string{"scope": "read"}, cookie: c, header: map[string]string{"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site"}}, http.StatusForbidden},
+		{"unknown request", req{method: "POST", path: "/api/oauth/requests/r2/grant", body: map[string]string{"scope": "read"}, cookie: c}, http.StatusNotFound},
+		{"bad scope", req{method: "POST", path: "/api/oauth/requests/r1/grant", body: map[string]string{"scope": "metrics"}, cookie: c}, http.StatusBadRequest},
+		{"unknown field", req{method: "POST", path: "/api/oauth/requests/r1/grant", body: map[string]string{"scopes": "read"}, cookie: c}, http.StatusBadRequest},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if r := e.do(t, tt.rq); r.code != tt.code {
+				t.Errorf("got %d %s; want %d", r.code, r.body, tt.code)
+			}
+		})
+	}
+	if len(fc.granted) != 0 {
+		t.Fatalf("granted %v by refused calls", fc.granted)
+	}
+	r = e.do(t, req{method: "POST", path: "/api/oauth/requests/r1/grant", body: map[string]string{"scope": "read"}, cookie: c})
+	if r.code != 200 || r.body != `{"redirect":"https://claude.ai/cb?code=c\u0026state=s\u0026iss=x"}`+"\n" || len(fc.granted) != 1 || fc.granted[0] != testUser+":read" {
+		t.Errorf("grant: %d %s, granted %v", r.code, r.body, fc.granted)
+	}
+	r = e.do(t, req{method: "POST", path: "/api/oauth/requests/r1/deny", cookie: c})
+	if r.code != 200 || len(fc.denied) != 1 || fc.denied[0] != testUser {
+		t.Errorf("deny: %d %s, denied %v", r.code, r.body, fc.denied)
+	}
+
+	e = newEnv(t, Config{})
+	if r := e.do(t, req{method: "GET", path: "/api/oauth/requests/r1", cookie: e.login(t)}); r.code != http.StatusNotFound {
+		t.Errorf("without OAuth: got %d; want 404", r.code)
+	}
+}
