@@ -48,7 +48,6 @@ func (s *Server) serverMetadata(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	delete(out, "jwks_uri")
-	w.Header().Set("Access-Control-Allow-Origin", "*")
 	writeJSON(w, http.StatusOK, out)
 }
 

@@ -152,11 +152,32 @@ func (s *Server) ResourceMetadataURL() string {
 // Register adds the authorization server's routes to mux.
 func (s *Server) Register(mux *http.ServeMux) {
 	mux.Handle("/.well-known/oauth-protected-resource/mcp", s.resourceMetadata())
-	mux.HandleFunc("GET /.well-known/oauth-authorization-server", s.serverMetadata)
-	mux.HandleFunc("POST /oauth/register", s.register)
+	mux.Handle("/.well-known/oauth-authorization-server", cors("GET", s.serverMetadata))
+	mux.Handle("/oauth/register", cors("POST", s.register))
 	mux.HandleFunc("GET /oauth/authorize", s.authorize)
-	mux.HandleFunc("POST /oauth/token", s.token)
-	mux.HandleFunc("POST /oauth/revoke", s.revoke)
+	mux.Handle("/oauth/token", cors("POST", s.token))
+	mux.Handle("/oauth/revoke", cors("POST", s.revoke))
+}
+
+// cors lets a client running in a browser page (an MCP inspector) call an
+// endpoint from another origin: none of them reads a cookie, so any
+// origin may, and what it gets is what a client elsewhere would.
+func cors(method string, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		switch r.Method {
+		case http.MethodOptions:
+			w.Header().Set("Access-Control-Allow-Methods", method+", OPTIONS")
+			w.Header().Set("Access-Control-Allow-Headers", "Content-Type, Authorization, MCP-Protocol-Version")
+			w.Header().Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+		case method:
+			h(w, r)
+		default:
+			w.Header().Set("Allow", method+", OPTIONS")
+			oauthError(w, http.StatusMethodNotAllowed, "invalid_request", "use "+method)
+		}
+	})
 }
 
 // secret returns a random string of 32 bytes with prefix, and its hash.

@@ -428,3 +428,30 @@ func TestTokenRateLimit(t *testing.T) {
 		t.Errorf("got %d %v; want 429", res.StatusCode, m)
 	}
 }
+
+// The endpoints a browser-based client calls answer CORS preflights, and
+// refuse other methods.
+func TestCORS(t *testing.T) {
+	f := newFixture(t)
+	for _, path := range []string{"/oauth/token", "/oauth/register", "/oauth/revoke", "/.well-known/oauth-authorization-server", "/.well-known/oauth-protected-resource/mcp"} {
+		r, _ := http.NewRequest("OPTIONS", f.ts.URL+path, nil)
+		r.Header.Set("Origin", "http://localhost:6274")
+		r.Header.Set("Access-Control-Request-Method", "POST")
+		res, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusNoContent || res.Header.Get("Access-Control-Allow-Origin") != "*" {
+			t.Errorf("OPTIONS %s: %d, allow origin %q", path, res.StatusCode, res.Header.Get("Access-Control-Allow-Origin"))
+		}
+	}
+	res, err := http.Get(f.ts.URL + "/oauth/token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET /oauth/token: %d; want 405", res.StatusCode)
+	}
+}
