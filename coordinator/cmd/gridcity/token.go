@@ -8,12 +8,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/gridcity/gridcity/coordinator/internal/bearer"
+	"github.com/gridcity/gridcity/coordinator/internal/oauth"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 	"github.com/gridcity/gridcity/lib/atomicfile"
 )
@@ -111,29 +111,13 @@ func tokenRows(ctx context.Context, st store.Store, now time.Time) ([]tokenRow, 
 	for _, t := range ts {
 		rows = append(rows, tokenRow{Kind: "static", Name: t.Name, Scope: string(t.Scope), CreatedAt: rfc3339(t.CreatedAt), RevokedAt: rfc3339(t.RevokedAt), created: t.CreatedAt, revoked: t.RevokedAt})
 	}
-	cs, err := st.OAuthClients(ctx)
+	cs, err := oauth.Clients(ctx, st, now)
 	if err != nil {
 		return nil, err
 	}
 	for _, c := range cs {
-		r := tokenRow{Kind: "oauth", Name: c.Name, Scope: "none", CreatedAt: rfc3339(c.CreatedAt), RevokedAt: rfc3339(c.RemovedAt), ClientID: c.ID, Registration: c.Registration,
-			created: c.CreatedAt, revoked: c.RemovedAt, Approvers: []string{}}
-		toks, err := st.OAuthTokens(ctx, c.ID)
-		if err != nil {
-			return nil, err
-		}
-		for _, t := range toks {
-			if !t.RevokedAt.IsZero() || !now.Before(t.ExpiresAt) || t.Kind != store.OAuthRefresh && t.Kind != store.OAuthAccess {
-				continue
-			}
-			if r.Scope != string(store.ScopeOperate) {
-				r.Scope = string(t.Scope)
-			}
-			if !slices.Contains(r.Approvers, t.Approver) {
-				r.Approvers = append(r.Approvers, t.Approver)
-			}
-		}
-		rows = append(rows, r)
+		rows = append(rows, tokenRow{Kind: "oauth", Name: c.Name, Scope: c.Scope, CreatedAt: rfc3339(c.CreatedAt), RevokedAt: rfc3339(c.RemovedAt), ClientID: c.ID, Registration: c.Registration,
+			Approvers: c.Approvers, created: c.CreatedAt, revoked: c.RemovedAt})
 	}
 	return rows, nil
 }
@@ -159,7 +143,7 @@ func revokeToken(ctx context.Context, st store.Store, name string, stdout io.Wri
 		if c.Removed() || c.ID != name && c.Name != name {
 			continue
 		}
-		if err := st.RemoveOAuthClient(ctx, c.ID, time.Now()); err != nil {
+		if err := oauth.Remove(ctx, st, c.ID, time.Now()); err != nil {
 			return err
 		}
 		n++

@@ -9,6 +9,7 @@ import (
 	"html"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -242,6 +243,24 @@ func (s *Server) Grant(ctx context.Context, id, approver string, scope store.Sco
 	}
 	s.log.Info("oauth client granted", "client", p.client.ID, "name", p.client.Name, "scope", scope, "approver", approver, "redirect_host", hostOf(p.redirectURI))
 	return s.redirectWith(p.redirectURI, url.Values{"code": {code}}, p.state), nil
+}
+
+// Clients lists the clients that may sign in (not removed), for the app.
+func (s *Server) Clients(ctx context.Context) ([]Connected, error) {
+	all, err := Clients(ctx, s.st, s.cfg.Now())
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(c Connected) bool { return !c.RemovedAt.IsZero() }), nil
+}
+
+// Remove removes client id and revokes its tokens, as approver asked.
+func (s *Server) Remove(ctx context.Context, id, approver string) error {
+	if err := Remove(ctx, s.st, id, s.cfg.Now()); err != nil {
+		return err
+	}
+	s.log.Info("oauth client removed", "client", id, "approver", approver)
+	return nil
 }
 
 // Deny refuses request id and returns where to send the browser.

@@ -66,6 +66,7 @@ type Store interface {
 	OAuthTokenByHash(ctx context.Context, hash []byte) (store.OAuthToken, error)
 	RotateOAuthRefresh(ctx context.Context, hash []byte, next store.OAuthPair, now time.Time) (store.OAuthToken, error)
 	RevokeOAuthToken(ctx context.Context, hash []byte, at time.Time) error
+	ClientStore
 }
 
 // Config tunes the authorization server; DefaultConfig fills the rest.

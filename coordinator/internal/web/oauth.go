@@ -9,12 +9,16 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
-// Consent is the authorization server's consent step as the app drives
-// it; *oauth.Server satisfies it.
+// Consent is the authorization server's consent step, and its connected
+// clients, as the app drives them; *oauth.Server satisfies it.
 type Consent interface {
 	Pending(id string) (oauth.Request, error)
 	Grant(ctx context.Context, id, approver string, scope store.Scope) (redirect string, err error)
 	Deny(id, approver string) (redirect string, err error)
+	// Clients lists the clients that may sign in.
+	Clients(ctx context.Context) ([]oauth.Connected, error)
+	// Remove removes a client and revokes its tokens.
+	Remove(ctx context.Context, id, approver string) error
 }
 
 const maxGrantBody = 1 << 10
@@ -23,6 +27,7 @@ const maxGrantBody = 1 << 10
 // #oauth/ID reads the request and grants or denies it. Same session and
 // CSRF rules as every other call.
 func (a *app) routeOAuth(mux *http.ServeMux) {
+	a.routeOAuthClients(mux)
 	mux.Handle("GET /api/oauth/requests/{id}", a.authed(func(w http.ResponseWriter, r *http.Request, _ store.Session) {
 		if a.cfg.OAuth == nil {
 			writeError(w, http.StatusNotFound, "this coordinator does not serve OAuth")
@@ -66,6 +71,44 @@ func (a *app) routeOAuth(mux *http.ServeMux) {
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"redirect": to})
+	}))
+}
+
+// routeOAuthClients lists the connected clients and removes one.
+func (a *app) routeOAuthClients(mux *http.ServeMux) {
+	mux.Handle("GET /api/oauth/clients", a.authed(func(w http.ResponseWriter, r *http.Request, _ store.Session) {
+		if a.cfg.OAuth == nil {
+			writeJSON(w, http.StatusOK, []oauth.Connected{})
+			return
+		}
+		cs, err := a.cfg.OAuth.Clients(r.Context())
+		if err != nil {
+			a.oauthError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, cs)
+	}))
+	// The id is in the body: a Client ID Metadata Document's id is a URL.
+	mux.Handle("POST /api/oauth/clients/revoke", a.authed(func(w http.ResponseWriter, r *http.Request, se store.Session) {
+		var in struct {
+			ClientID string `json:"clientId"`
+		}
+		if code, msg := decodeJSON(w, r, maxGrantBody, &in); code != 0 {
+			writeError(w, code, msg)
+			return
+		}
+		if a.cfg.OAuth == nil {
+			writeError(w, http.StatusNotFound, "this coordinator does not serve OAuth")
+			return
+		}
+		if err := a.cfg.OAuth.Remove(r.Context(), in.ClientID, se.Approver); errors.Is(err, store.ErrNotFound) {
+			writeError(w, http.StatusNotFound, "no connected client "+in.ClientID+"; reload the list")
+			return
+		} else if err != nil {
+			a.oauthError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"removed": in.ClientID})
 	}))
 }
 

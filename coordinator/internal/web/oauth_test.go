@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/gridcity/gridcity/coordinator/internal/oauth"
@@ -11,7 +12,19 @@ import (
 )
 
 // fakeConsent is the authorization server's consent as the app sees it.
-type fakeConsent struct{ granted, denied []string }
+type fakeConsent struct{ granted, denied, removed []string }
+
+func (f *fakeConsent) Clients(context.Context) ([]oauth.Connected, error) {
+	return []oauth.Connected{{ID: "https://app.example/client.json", Name: "App", Registration: "cimd", Scope: "read", Approvers: []string{"alice"}}}, nil
+}
+
+func (f *fakeConsent) Remove(_ context.Context, id, approver string) error {
+	if id != "https://app.example/client.json" {
+		return store.ErrNotFound
+	}
+	f.removed = append(f.removed, approver+":"+id)
+	return nil
+}
 
 func (f *fakeConsent) Pending(id string) (oauth.Request, error) {
 	if id != "r1" {
@@ -76,6 +89,21 @@ func TestOAuthConsent(t *testing.T) {
 	r = e.do(t, req{method: "POST", path: "/api/oauth/requests/r1/deny", cookie: c})
 	if r.code != 200 || len(fc.denied) != 1 || fc.denied[0] != testUser {
 		t.Errorf("deny: %d %s, denied %v", r.code, r.body, fc.denied)
+	}
+
+	r = e.do(t, req{method: "GET", path: "/api/oauth/clients", cookie: c})
+	if r.code != 200 || !strings.Contains(r.body, `"clientId":"https://app.example/client.json"`) {
+		t.Errorf("clients: %d %s", r.code, r.body)
+	}
+	if r := e.do(t, req{method: "POST", path: "/api/oauth/clients/revoke", body: map[string]string{"clientId": "https://app.example/client.json"}}); r.code != http.StatusUnauthorized {
+		t.Errorf("revoke without a session: %d", r.code)
+	}
+	if r := e.do(t, req{method: "POST", path: "/api/oauth/clients/revoke", body: map[string]string{"clientId": "nobody"}, cookie: c}); r.code != http.StatusNotFound {
+		t.Errorf("revoke an unknown client: %d %s", r.code, r.body)
+	}
+	r = e.do(t, req{method: "POST", path: "/api/oauth/clients/revoke", body: map[string]string{"clientId": "https://app.example/client.json"}, cookie: c})
+	if r.code != 200 || len(fc.removed) != 1 || fc.removed[0] != testUser+":https://app.example/client.json" {
+		t.Errorf("revoke: %d %s, removed %v", r.code, r.body, fc.removed)
 	}
 
 	e = newEnv(t, Config{})

@@ -170,6 +170,11 @@
       focusCard(state.listed);
       return;
     }
+    if (location.hash === '#clients') {
+      showOnly('clients-view');
+      loadClients();
+      return;
+    }
     if (location.hash === '#history') {
       showOnly('history-view');
       loadHistory();
@@ -214,6 +219,64 @@
     };
     $('#oauth-grant').onclick = () => answer('grant', { scope: $('#oauth-scopes input:checked').value });
     $('#oauth-deny').onclick = () => answer('deny', {});
+  }
+
+  // loadClients lists the AI clients signed in with OAuth, each with a
+  // button that removes it (its tokens are revoked; it must sign in again).
+  async function loadClients() {
+    const list = $('#clients-list');
+    $('#clients-error').textContent = '';
+    let clients;
+    try {
+      clients = await api('GET', '/api/oauth/clients');
+    } catch (err) {
+      $('#clients-error').textContent = err.message;
+      return;
+    }
+    list.replaceChildren();
+    $('#clients-empty').hidden = clients.length > 0;
+    for (const c of clients) {
+      const card = document.createElement('article');
+      card.className = 'card';
+      const head = document.createElement('header');
+      head.className = 'card-head';
+      const name = document.createElement('span');
+      name.className = 'server';
+      name.textContent = c.name;
+      head.append(name);
+      const meta = document.createElement('dl');
+      meta.className = 'meta';
+      for (const [k, v] of [['Client', c.clientId], ['Scope', c.scope], ['Granted by', c.approvers.join(', ') || '—'], ['Since', new Date(c.createdAt).toLocaleString()]]) {
+        const r = document.createElement('div');
+        r.className = 'row';
+        const dt = document.createElement('dt');
+        dt.textContent = k;
+        const dd = document.createElement('dd');
+        dd.textContent = v;
+        r.append(dt, dd);
+        meta.append(r);
+      }
+      const actions = document.createElement('div');
+      actions.className = 'actions';
+      const revoke = document.createElement('button');
+      revoke.type = 'button';
+      revoke.className = 'danger';
+      revoke.textContent = 'Revoke';
+      revoke.addEventListener('click', async () => {
+        revoke.disabled = true;
+        try {
+          await api('POST', '/api/oauth/clients/revoke', { clientId: c.clientId });
+          flash(`${c.name} is signed out; it must sign in again.`);
+          loadClients();
+        } catch (err) {
+          $('#clients-error').textContent = err.message;
+          revoke.disabled = false;
+        }
+      });
+      actions.append(revoke);
+      card.append(head, meta, actions);
+      list.append(card);
+    }
   }
 
   // focusCard brings the card a link named into view. Once the pending list
