@@ -23,22 +23,25 @@ type Consent interface {
 
 const maxGrantBody = 1 << 10
 
-// routeOAuth serves the consent of an MCP client's sign-in: the page at
-// #oauth/ID reads the request and grants or denies it. Same session and
-// CSRF rules as every other call.
+// routeOAuth serves the consent of an MCP client's sign-in (the page at
+// #oauth/ID reads the request and grants or denies it) and the connected
+// clients (#clients). Same session and CSRF rules as every other call.
+// Without an authorization server, these paths are the API's 404.
 func (a *app) routeOAuth(mux *http.ServeMux) {
-	a.routeOAuthClients(mux)
-	mux.Handle("GET /api/oauth/requests/{id}", a.authed(func(w http.ResponseWriter, r *http.Request, _ store.Session) {
-		if a.cfg.OAuth == nil {
-			writeError(w, http.StatusNotFound, "this coordinator does not serve OAuth")
-			return
-		}
-		req, err := a.cfg.OAuth.Pending(r.PathValue("id"))
+	o := a.cfg.OAuth
+	if o == nil {
+		return
+	}
+	answer := func(w http.ResponseWriter, r *http.Request, v any, err error) {
 		if err != nil {
 			a.oauthError(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, req)
+		writeJSON(w, http.StatusOK, v)
+	}
+	mux.Handle("GET /api/oauth/requests/{id}", a.authed(func(w http.ResponseWriter, r *http.Request, _ store.Session) {
+		req, err := o.Pending(r.PathValue("id"))
+		answer(w, r, req, err)
 	}))
 	mux.Handle("POST /api/oauth/requests/{id}/grant", a.authed(func(w http.ResponseWriter, r *http.Request, se store.Session) {
 		var in struct {
@@ -48,45 +51,16 @@ func (a *app) routeOAuth(mux *http.ServeMux) {
 			writeError(w, code, msg)
 			return
 		}
-		if a.cfg.OAuth == nil {
-			writeError(w, http.StatusNotFound, "this coordinator does not serve OAuth")
-			return
-		}
-		to, err := a.cfg.OAuth.Grant(r.Context(), r.PathValue("id"), se.Approver, store.Scope(in.Scope))
-		if err != nil {
-			a.oauthError(w, r, err)
-			return
-		}
-		a.log.Info("oauth sign-in granted in the app", "approver", se.Approver, "scope", in.Scope)
-		writeJSON(w, http.StatusOK, map[string]string{"redirect": to})
+		to, err := o.Grant(r.Context(), r.PathValue("id"), se.Approver, store.Scope(in.Scope))
+		answer(w, r, map[string]string{"redirect": to}, err)
 	}))
 	mux.Handle("POST /api/oauth/requests/{id}/deny", a.authed(func(w http.ResponseWriter, r *http.Request, se store.Session) {
-		if a.cfg.OAuth == nil {
-			writeError(w, http.StatusNotFound, "this coordinator does not serve OAuth")
-			return
-		}
-		to, err := a.cfg.OAuth.Deny(r.PathValue("id"), se.Approver)
-		if err != nil {
-			a.oauthError(w, r, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"redirect": to})
+		to, err := o.Deny(r.PathValue("id"), se.Approver)
+		answer(w, r, map[string]string{"redirect": to}, err)
 	}))
-}
-
-// routeOAuthClients lists the connected clients and removes one.
-func (a *app) routeOAuthClients(mux *http.ServeMux) {
 	mux.Handle("GET /api/oauth/clients", a.authed(func(w http.ResponseWriter, r *http.Request, _ store.Session) {
-		if a.cfg.OAuth == nil {
-			writeJSON(w, http.StatusOK, []oauth.Connected{})
-			return
-		}
-		cs, err := a.cfg.OAuth.Clients(r.Context())
-		if err != nil {
-			a.oauthError(w, r, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, cs)
+		cs, err := o.Clients(r.Context())
+		answer(w, r, cs, err)
 	}))
 	// The id is in the body: a Client ID Metadata Document's id is a URL.
 	mux.Handle("POST /api/oauth/clients/revoke", a.authed(func(w http.ResponseWriter, r *http.Request, se store.Session) {
@@ -97,18 +71,7 @@ func (a *app) routeOAuthClients(mux *http.ServeMux) {
 			writeError(w, code, msg)
 			return
 		}
-		if a.cfg.OAuth == nil {
-			writeError(w, http.StatusNotFound, "this coordinator does not serve OAuth")
-			return
-		}
-		if err := a.cfg.OAuth.Remove(r.Context(), in.ClientID, se.Approver); errors.Is(err, store.ErrNotFound) {
-			writeError(w, http.StatusNotFound, "no connected client "+in.ClientID+"; reload the list")
-			return
-		} else if err != nil {
-			a.oauthError(w, r, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"removed": in.ClientID})
+		answer(w, r, map[string]string{"removed": in.ClientID}, o.Remove(r.Context(), in.ClientID, se.Approver))
 	}))
 }
 
@@ -116,6 +79,8 @@ func (a *app) oauthError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, oauth.ErrNoRequest):
 		writeError(w, http.StatusNotFound, err.Error())
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, "no such connected client; reload the list")
 	case errors.Is(err, oauth.ErrScope):
 		writeError(w, http.StatusBadRequest, err.Error())
 	case a.storeDown(w, r, err):
