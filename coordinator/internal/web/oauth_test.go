@@ -4,15 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/gridcity/gridcity/coordinator/internal/oauth"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
 // fakeConsent is the authorization server's consent as the app sees it.
-type fakeConsent struct{ granted, denied, removed []string }
+type fakeConsent struct {
+	granted, denied, removed []string
+	to                       string // where a grant sends the browser
+}
 
 func (f *fakeConsent) Clients(context.Context) ([]oauth.Connected, error) {
 	return []oauth.Connected{{ID: "https://app.example/client.json", Name: "App", Registration: "cimd", Scope: "read", Approvers: []string{"alice"}}}, nil
@@ -41,6 +48,9 @@ func (f *fakeConsent) Grant(_ context.Context, id, approver string, scope store.
 		return "", oauth.ErrScope
 	}
 	f.granted = append(f.granted, approver+":"+string(scope))
+	if f.to != "" {
+		return f.to, nil
+	}
 	return "https://claude.ai/cb?code=c&state=s&iss=x", nil
 }
 
@@ -109,5 +119,47 @@ func TestOAuthConsent(t *testing.T) {
 	e = newEnv(t, Config{})
 	if r := e.do(t, req{method: "GET", path: "/api/oauth/requests/r1", cookie: e.login(t)}); r.code != http.StatusNotFound {
 		t.Errorf("without OAuth: got %d; want 404", r.code)
+	}
+}
+
+// The consent and the connected clients in a real browser: the approver
+// sees who asks, grants operate and is sent to the client; then revokes
+// the client from the list.
+func TestBrowserOAuth(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test skipped in -short mode")
+	}
+	fc := &fakeConsent{}
+	e := newEnv(t, Config{Now: time.Now, OAuth: fc})
+	srv := httptest.NewServer(e.h)
+	t.Cleanup(srv.Close)
+	fc.to = srv.URL + "/callback-of-the-client?code=c&state=s"
+	p := openApp(t, srv.URL)
+	problems := watchConsole(p.ctx)
+
+	p.visit("#oauth/r1", "")
+	waitFor(t, p.ctx, "the consent", `!document.querySelector('#oauth-ask').hidden`)
+	p.contains("#oauth-ask", "Claude asks to use gridcity for you", "gcc_1", "claude.ai", "read, and ask to run commands")
+	p.accessible("consent")
+	p.noSidewaysScroll("consent")
+	p.shot("oauth-consent", "phone")
+	p.do("grant operate", chromedp.Click(chromedp.CSS(`#oauth-scopes input[value=operate]`)), chromedp.Click(chromedp.CSS("#oauth-grant")))
+	waitFor(t, p.ctx, "the client's redirect", `location.pathname === '/callback-of-the-client'`)
+	if len(fc.granted) != 1 || fc.granted[0] != testUser+":operate" {
+		t.Errorf("granted %v; want %s:operate", fc.granted, testUser)
+	}
+
+	// Back in the app (the tab keeps its session key): the client listed, revoked.
+	p.do("open the clients", chromedp.Navigate(srv.URL+"/#clients"))
+	waitFor(t, p.ctx, "the clients", `document.querySelectorAll('#clients-list .card').length === 1`)
+	p.contains("#clients-list", "App", "https://app.example/client.json", "read", testUser)
+	p.accessible("clients")
+	p.do("revoke", chromedp.Click(chromedp.CSS("#clients-list .card button.danger")))
+	waitFor(t, p.ctx, "the flash", `!document.querySelector('#flash').hidden`)
+	if len(fc.removed) != 1 {
+		t.Errorf("removed %v; want the client", fc.removed)
+	}
+	if pr := problems(); len(pr) > 0 {
+		t.Errorf("console: %v", pr)
 	}
 }
