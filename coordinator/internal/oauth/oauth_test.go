@@ -33,6 +33,7 @@ func (c *clock) add(d time.Duration) {
 
 type fixture struct {
 	s     *Server
+	mux   *http.ServeMux // the server's routes, for a test to add the resource's
 	st    store.Store
 	ts    *httptest.Server
 	clock *clock
@@ -57,7 +58,7 @@ func newFixture(t *testing.T, tune ...func(*Config)) *fixture {
 	}
 	s := New(cfg, st, nil)
 	s.Register(mux)
-	return &fixture{s: s, st: st, ts: ts, clock: c, hc: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	return &fixture{s: s, mux: mux, st: st, ts: ts, clock: c, hc: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
 func (f *fixture) postJSON(t *testing.T, path string, body any) (*http.Response, map[string]any) {
