@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gridcity/gridcity/coordinator/internal/bearer"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -101,6 +102,17 @@ func parseScope(s string) (store.Scope, error) {
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	now := s.cfg.Now()
 	q := r.URL.Query()
+	addr := bearer.RemoteHost(r)
+	if isCIMD(q.Get("client_id")) {
+		// A document not cached costs a fetch: bounded per address.
+		if s.registrations.blocked(addr, now) {
+			page(w, http.StatusTooManyRequests, "too many sign-ins from this address; retry in a minute")
+			return
+		}
+		if !s.cimd.cached(q.Get("client_id"), now) {
+			s.registrations.fail(addr, now)
+		}
+	}
 	c, err := s.client(r.Context(), q.Get("client_id"), now)
 	if err != nil {
 		s.log.Info("oauth authorization refused", "reason", err.Error(), "remote", r.RemoteAddr)

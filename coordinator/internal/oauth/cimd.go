@@ -123,6 +123,14 @@ func checkClientIDURL(raw string) error {
 	return nil
 }
 
+// cached says whether the document at id is cached and fresh at now.
+func (f *cimdFetcher) cached(id string, now time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.cache[id]
+	return ok && now.Sub(c.at) < f.cfg.CacheFor
+}
+
 // fetch returns the client a document URL describes.
 func (f *cimdFetcher) fetch(ctx context.Context, id string, now time.Time) (store.OAuthClient, error) {
 	f.mu.Lock()

@@ -88,16 +88,20 @@ type Config struct {
 	// requests per client and per address.
 	RateFailures  rate.Limit
 	BurstFailures int
+	// BurstRegistrations bounds registrations and uncached CIMD fetches
+	// per address, at one a minute after the burst.
+	BurstRegistrations int
 }
 
 // DefaultConfig returns the defaults for an issuer: codes live 60 s,
 // access tokens an hour, refresh tokens 30 days, a request waiting for
-// consent 10 minutes; 100 clients.
+// consent 10 minutes; 100 clients, 10 registrations per address and then
+// one a minute.
 func DefaultConfig(issuer string) Config {
 	return Config{
 		Issuer: strings.TrimSuffix(issuer, "/"), MaxClients: 100,
 		CodeTTL: time.Minute, AccessTTL: time.Hour, RefreshTTL: 30 * 24 * time.Hour, PendingTTL: 10 * time.Minute,
-		CIMD: DefaultCIMDConfig(), RateFailures: 1, BurstFailures: 20,
+		CIMD: DefaultCIMDConfig(), RateFailures: 1, BurstFailures: 20, BurstRegistrations: 10,
 	}
 }
 
@@ -109,6 +113,10 @@ type Server struct {
 	cimd    *cimdFetcher
 	pending *pendingRequests
 	failed  *limiters
+	// registrations bounds registrations and CIMD fetches per address,
+	// successful or not: each takes one of the few client places or
+	// makes the coordinator fetch a URL.
+	registrations *limiters
 }
 
 // New returns the authorization server of cfg.Issuer over st.
@@ -128,6 +136,9 @@ func New(cfg Config, st Store, logger *slog.Logger) *Server {
 	if cfg.RateFailures <= 0 {
 		cfg.RateFailures, cfg.BurstFailures = def.RateFailures, def.BurstFailures
 	}
+	if cfg.BurstRegistrations <= 0 {
+		cfg.BurstRegistrations = def.BurstRegistrations
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -135,7 +146,8 @@ func New(cfg Config, st Store, logger *slog.Logger) *Server {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.Issuer = strings.TrimSuffix(cfg.Issuer, "/")
-	return &Server{cfg: cfg, st: st, log: logger, cimd: newCIMDFetcher(cfg.CIMD), pending: newPending(), failed: newLimiters(cfg.RateFailures, cfg.BurstFailures)}
+	return &Server{cfg: cfg, st: st, log: logger, cimd: newCIMDFetcher(cfg.CIMD), pending: newPending(), failed: newLimiters(cfg.RateFailures, cfg.BurstFailures),
+		registrations: newLimiters(rate.Every(time.Minute), cfg.BurstRegistrations)}
 }
 
 // Issuer is the authorization server's issuer identifier.

@@ -200,7 +200,7 @@ func TestMetadata(t *testing.T) {
 func jsonOf(v any) string { b, _ := json.Marshal(v); return string(b) }
 
 func TestRegisterRefusals(t *testing.T) {
-	f := newFixture(t, func(c *Config) { c.MaxClients = 2 })
+	f := newFixture(t, func(c *Config) { c.MaxClients = 2; c.BurstRegistrations = 100 })
 	for _, tt := range []struct {
 		name string
 		body map[string]any
@@ -417,6 +417,18 @@ func TestTokenLifecycle(t *testing.T) {
 	if res := f.authorize(t, f.authorizeQuery(client)); res.StatusCode != 400 {
 		t.Errorf("authorize a removed client: got %d; want 400", res.StatusCode)
 	}
+}
+
+func TestRegistrationRateLimit(t *testing.T) {
+	f := newFixture(t)
+	for range 10 {
+		f.register(t)
+	}
+	if res, m := f.postJSON(t, "/oauth/register", map[string]any{"client_name": "x", "redirect_uris": []string{redirect}}); res.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("11th registration: got %d %v; want 429", res.StatusCode, m)
+	}
+	f.clock.add(time.Minute)
+	f.register(t)
 }
 
 func TestTokenRateLimit(t *testing.T) {

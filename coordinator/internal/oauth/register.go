@@ -34,10 +34,11 @@ const (
 func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	now := s.cfg.Now()
 	addr := bearer.RemoteHost(r)
-	if s.failed.blocked(addr, now) {
-		oauthError(w, http.StatusTooManyRequests, "slow_down", "too many refused requests from this address; retry later")
+	if s.failed.blocked(addr, now) || s.registrations.blocked(addr, now) {
+		oauthError(w, http.StatusTooManyRequests, "slow_down", "too many registrations from this address; retry later")
 		return
 	}
+	s.registrations.fail(addr, now)
 	fail := func(code int, kind, desc string) {
 		s.failed.fail(addr, now)
 		s.log.Info("oauth registration refused", "reason", desc, "remote", r.RemoteAddr)

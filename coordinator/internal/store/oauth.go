@@ -27,6 +27,10 @@ const (
 	RegisteredCIMD = "cimd" // a Client ID Metadata Document, fetched by its URL
 )
 
+// OAuthUnusedKept is how long a client registered by DCR is kept without
+// ever getting a token.
+const OAuthUnusedKept = 24 * time.Hour
+
 // Kinds of OAuth token.
 const (
 	OAuthAccess  = "access"
@@ -268,6 +272,13 @@ func putOAuthClient(ctx context.Context, tx oauthTx, c OAuthClient, max int) err
 	uris, err := json.Marshal(c.RedirectURIs)
 	if err != nil {
 		return err
+	}
+	// A client registered a day ago that never got a token is forgotten
+	// (it answers invalid_client, and registers again), so that
+	// registrations nobody completed cannot hold the places for ever.
+	if _, err := tx.exec(ctx, `DELETE FROM oauth_clients WHERE registration = $1 AND removed_at = 0 AND created_at < $2
+		AND NOT EXISTS (SELECT 1 FROM oauth_tokens t WHERE t.client = oauth_clients.id)`, RegisteredDCR, ms(c.CreatedAt.Add(-OAuthUnusedKept))); err != nil {
+		return fmt.Errorf("forget unused OAuth clients: %w", err)
 	}
 	var n int64
 	if err := tx.row(ctx, `SELECT COUNT(*) FROM oauth_clients WHERE removed_at = 0 AND id <> $1`, c.ID)(&n); err != nil {

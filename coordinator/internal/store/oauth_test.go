@@ -57,6 +57,20 @@ func TestOAuthClients(t *testing.T) {
 		if err := s.PutOAuthClient(ctx, OAuthClient{ID: "c3", Name: "x", RedirectURIs: []string{"https://x/cb"}, Registration: RegisteredDCR, CreatedAt: now}, 2); err != nil {
 			t.Fatal(err)
 		}
+		// A day later, c3 (DCR, never a token) is forgotten; b (CIMD) is
+		// kept, and so is c1 (removed, listed as such).
+		later := now.Add(OAuthUnusedKept + time.Minute)
+		if err := s.PutOAuthClient(ctx, OAuthClient{ID: "c4", Name: "y", RedirectURIs: []string{"https://y/cb"}, Registration: RegisteredDCR, CreatedAt: later}, 2); err != nil {
+			t.Fatalf("after a day: %v", err)
+		}
+		if _, err := s.OAuthClient(ctx, "c3"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("unused client after a day: got %v; want it forgotten", err)
+		}
+		for _, id := range []string{"c1", b.ID, "c4"} {
+			if _, err := s.OAuthClient(ctx, id); err != nil {
+				t.Errorf("client %s: %v", id, err)
+			}
+		}
 	})
 }
 
