@@ -204,6 +204,9 @@ func TestOAuthSignIn(t *testing.T) {
 	}) || !slices.ContainsFunc(rows, func(r map[string]any) bool { return r["kind"] == "static" && r["name"] == "local" }) {
 		t.Fatalf("token list --json: %s", out)
 	}
+	if out, _ := gridcity(t, "token", "list", "--data", data); !strings.Contains(out, "oauth e2e (OAuth "+clientID+", no live token)") {
+		t.Errorf("token list:\n%s", out)
+	}
 	if _, err := gridcity(t, "token", "revoke", "oauth e2e", "--data", data); err != nil {
 		t.Fatal(err)
 	}

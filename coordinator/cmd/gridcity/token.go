@@ -73,7 +73,11 @@ func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 			name := t.Name
 			if t.Kind == "oauth" {
-				name = fmt.Sprintf("%s (OAuth %s, granted by %s)", t.Name, t.ClientID, strings.Join(t.Approvers, ", "))
+				by := "no live token"
+				if len(t.Approvers) > 0 {
+					by = "granted by " + strings.Join(t.Approvers, ", ")
+				}
+				name = fmt.Sprintf("%s (OAuth %s, %s)", t.Name, t.ClientID, by)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, t.Scope, t.created.Local().Format("2006-01-02 15:04"), state)
 		}

@@ -387,6 +387,9 @@ func TestTokenLifecycle(t *testing.T) {
 	if g, err := f.s.Verify(ctx, access2, f.clock.now()); err != nil || g.Approver != "ann" || g.Scope != store.ScopeOperate {
 		t.Fatalf("refreshed token: %+v, %v", g, err)
 	}
+	if res, m := f.postForm(t, "/oauth/token", url.Values{"grant_type": {"refresh_token"}, "client_id": {client}, "refresh_token": {m["refresh_token"].(string)}, "resource": {"https://elsewhere.example/mcp"}}); res.StatusCode != 400 || m["error"] != "invalid_target" {
+		t.Errorf("refresh for another resource: got %d %v", res.StatusCode, m)
+	}
 	if res, m := f.refresh(t, f.register(t), m["refresh_token"].(string)); res.StatusCode != 400 || m["error"] != "invalid_grant" {
 		t.Errorf("another client's refresh token: got %d %v", res.StatusCode, m)
 	}

@@ -159,6 +159,9 @@ func (s *Server) refresh(ctx context.Context, r *http.Request, now time.Time) (t
 	if f.Get("refresh_token") == "" {
 		return tokenResponse{}, &tokenError{http.StatusBadRequest, "invalid_request", "refresh_token is required"}
 	}
+	if f.Get("resource") != "" && f.Get("resource") != s.Resource() {
+		return tokenResponse{}, &tokenError{http.StatusBadRequest, "invalid_target", "resource must be " + s.Resource()}
+	}
 	h := hash(f.Get("refresh_token"))
 	// The client is checked before rotating: a token of another client
 	// must neither rotate nor, replayed, revoke that client's tokens.
