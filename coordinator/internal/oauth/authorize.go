@@ -203,6 +203,8 @@ func (s *Server) redirectWith(redirect string, params url.Values, state string) 
 func page(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
 	fmt.Fprintf(w, "<!doctype html><title>gridcity sign-in</title><p>The sign-in cannot go on: %s</p>", html.EscapeString(msg))
 }
