@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -134,10 +135,19 @@ func TestBrowserOAuth(t *testing.T) {
 	srv := httptest.NewServer(e.h)
 	t.Cleanup(srv.Close)
 	fc.to = srv.URL + "/callback-of-the-client?code=c&state=s"
-	p := openApp(t, srv.URL)
+	// The authorization endpoint sends a browser with no session here:
+	// the login first, then the consent.
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	p := &browserPage{t: t, ctx: startChromium(t, ctx, findChromium(t)), url: srv.URL, shots: os.Getenv("GRIDCITY_SCREENSHOTS")}
+	p.resize("phone")
 	problems := watchConsole(p.ctx)
-
-	p.visit("#oauth/r1", "")
+	p.do("open the consent, logged out", chromedp.Navigate(srv.URL+"/#oauth/r1"), chromedp.WaitVisible(chromedp.CSS("#login-form")))
+	p.do("log in",
+		chromedp.SendKeys(chromedp.CSS("#login-form [name=username]"), testUser),
+		chromedp.SendKeys(chromedp.CSS("#login-form [name=password]"), testPassword),
+		chromedp.Click(chromedp.CSS("#login-form button")),
+	)
 	waitFor(t, p.ctx, "the consent", `!document.querySelector('#oauth-ask').hidden`)
 	p.contains("#oauth-ask", "Claude asks to use gridcity for you", "gcc_1", "claude.ai", "read, and ask to run commands")
 	p.accessible("consent")
