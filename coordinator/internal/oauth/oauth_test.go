@@ -434,6 +434,24 @@ func TestRegistrationRateLimit(t *testing.T) {
 	f.register(t)
 }
 
+// A client that names itself in HTTP Basic (an empty secret) is the
+// client of the form's client_id.
+func TestTokenClientInBasicAuth(t *testing.T) {
+	f := newFixture(t)
+	client := f.register(t)
+	form := url.Values{"grant_type": {"authorization_code"}, "code": {f.code(t, client, store.ScopeRead)}, "redirect_uri": {redirect}, "code_verifier": {verifier}}
+	req, _ := http.NewRequest("POST", f.ts.URL+"/oauth/token", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth(url.QueryEscape(client), "")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := decode(t, res); res.StatusCode != 200 || m["access_token"] == nil {
+		t.Errorf("got %d %v; want a token", res.StatusCode, m)
+	}
+}
+
 func TestTokenRateLimit(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.BurstFailures = 3 })
 	client := f.register(t)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -37,6 +38,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		oauthError(w, http.StatusBadRequest, "invalid_request", "the body must be a form of at most 8 KB")
 		return
 	}
+	basicClient(r)
 	addr, clientID := bearer.RemoteHost(r), r.PostForm.Get("client_id")
 	if s.failed.blocked("addr:"+addr, now) || s.failed.blocked("client:"+clientID, now) {
 		oauthError(w, http.StatusTooManyRequests, "slow_down", "too many refused token requests; retry later")
@@ -64,6 +66,17 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		oauthError(w, http.StatusInternalServerError, "server_error", "the token could not be issued")
 	default:
 		writeJSON(w, http.StatusOK, res)
+	}
+}
+
+// basicClient takes the client id from HTTP Basic when the form has none:
+// a public client may name itself there with an empty secret (RFC 6749
+// §2.3.1, form-encoded), as some libraries try first.
+func basicClient(r *http.Request) {
+	if u, _, ok := r.BasicAuth(); ok && r.PostForm.Get("client_id") == "" {
+		if id, err := url.QueryUnescape(u); err == nil {
+			r.PostForm.Set("client_id", id)
+		}
 	}
 }
 
@@ -194,6 +207,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		oauthError(w, http.StatusBadRequest, "invalid_request", "token is required")
 		return
 	}
+	basicClient(r)
 	h := hash(r.PostForm.Get("token"))
 	if t, err := s.st.OAuthTokenByHash(r.Context(), h); err == nil && t.Client != r.PostForm.Get("client_id") {
 		// RFC 7009 §2.1: a client revokes only its own tokens.
