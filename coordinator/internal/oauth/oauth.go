@@ -164,7 +164,10 @@ func (s *Server) ResourceMetadataURL() string {
 
 // Register adds the authorization server's routes to mux.
 func (s *Server) Register(mux *http.ServeMux) {
+	// At the root too: clients that miss the WWW-Authenticate hint try
+	// it there (MCP authorization, "Protected Resource Metadata Discovery").
 	mux.Handle("/.well-known/oauth-protected-resource/mcp", s.resourceMetadata())
+	mux.Handle("/.well-known/oauth-protected-resource", s.resourceMetadata())
 	mux.Handle("/.well-known/oauth-authorization-server", cors("GET", s.serverMetadata))
 	mux.Handle("/oauth/register", cors("POST", s.register))
 	mux.HandleFunc("GET /oauth/authorize", s.authorize)

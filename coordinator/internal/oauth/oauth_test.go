@@ -164,15 +164,17 @@ func (f *fixture) refresh(t *testing.T, client, refresh string) (*http.Response,
 
 func TestMetadata(t *testing.T) {
 	f := newFixture(t)
-	res, err := http.Get(f.ts.URL + "/.well-known/oauth-protected-resource/mcp")
-	if err != nil {
-		t.Fatal(err)
+	for _, path := range []string{"/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"} {
+		res, err := http.Get(f.ts.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prm := decode(t, res)
+		if prm["resource"] != f.ts.URL+"/mcp" || prm["authorization_servers"].([]any)[0] != f.ts.URL || jsonOf(prm["scopes_supported"]) != `["read","operate"]` {
+			t.Errorf("%s: %v", path, prm)
+		}
 	}
-	prm := decode(t, res)
-	if prm["resource"] != f.ts.URL+"/mcp" || prm["authorization_servers"].([]any)[0] != f.ts.URL || len(prm["scopes_supported"].([]any)) != 2 {
-		t.Errorf("protected resource metadata %v", prm)
-	}
-	res, err = http.Get(f.ts.URL + "/.well-known/oauth-authorization-server")
+	res, err := http.Get(f.ts.URL + "/.well-known/oauth-authorization-server")
 	if err != nil {
 		t.Fatal(err)
 	}
