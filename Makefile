@@ -6,7 +6,7 @@ BIN := bin
 MODULES := proto lib agent coordinator
 # Test-only modules: each is built by an end-to-end test alone and is not in
 # go.work, so that no product module (or workspace build) depends on it.
-TEST_MODULES := coordinator/e2e/mcpgoclient
+TEST_MODULES := coordinator/e2e/mcpgoclient coordinator/e2e/pebble
 PROTOC_GEN_GO := v1.36.12
 PROTOC_GEN_GO_GRPC := v1.6.0
 

@@ -2,7 +2,8 @@
 # make e2e: the real binaries against each other on loopback, real MCP
 # clients (the Go SDK; the TypeScript SDK 1.x and v2 clients, the Inspector
 # CLI and the conformance suite, pinned in coordinator/e2e/tsclient; mcp-go,
-# a test-only module in coordinator/e2e/mcpgoclient), the installers and the packages. Parts that need root
+# a test-only module in coordinator/e2e/mcpgoclient), ACME against Let's Encrypt's pebble (built from
+# the test-only module coordinator/e2e/pebble, on loopback), the installers and the packages. Parts that need root
 # say so and are skipped when not root; CI runs as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -155,7 +155,7 @@ func startCmd(t *testing.T, name string, cmd *exec.Cmd) *proc {
 	t.Helper()
 	p := &proc{name: name, cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.Env = append(os.Environ(), "GORACE=halt_on_error=1")
+	p.cmd.Env = append(append(os.Environ(), "GORACE=halt_on_error=1"), cmd.Env...) // cmd.Env: what the caller adds
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}

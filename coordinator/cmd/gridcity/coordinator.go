@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,6 +65,7 @@ type coordinator struct {
 	grpcLn  net.Listener
 	http    *http.Server
 	httpLn  net.Listener
+	https   httpsListeners // https.go: --public-url, --tls-cert
 	info    runtimeInfo
 	endHTTP context.CancelFunc // ends the requests in flight at shutdown
 }
@@ -197,7 +199,10 @@ func (c *coordinator) listen() error {
 		return fmt.Errorf("listen for HTTP on %s: %w", c.o.httpAddr, err)
 	}
 	c.closers = append(c.closers, func() { c.httpLn.Close() })
-	c.info = runtimeInfo{HTTP: c.httpLn.Addr().String(), GRPC: c.grpcLn.Addr().String(), Advertise: adv, TLS: c.o.tlsCert != ""}
+	if err := c.listenHTTPS(); err != nil {
+		return err
+	}
+	c.info = runtimeInfo{HTTP: c.httpLn.Addr().String(), GRPC: c.grpcLn.Addr().String(), Advertise: adv, TLS: c.o.httpTLS(), PublicURL: c.o.public.String(), HTTPS: c.https.addr()}
 	return writeJSONFile(c.o.data, "coordinator.json", c.info)
 }
 
@@ -243,8 +248,12 @@ func (c *coordinator) buildJudgement(ctx context.Context, cfg *config.Config) er
 	return err
 }
 
-// appURL is where the app and the MCP endpoint are served, from --http.
+// appURL is where the app and the MCP endpoint are served: --public-url,
+// else from --http.
 func (c *coordinator) appURL() string {
+	if !c.o.public.IsZero() {
+		return c.o.public.String() + "/"
+	}
 	scheme := "http"
 	if c.info.TLS {
 		scheme = "https"
@@ -252,33 +261,57 @@ func (c *coordinator) appURL() string {
 	return scheme + "://" + c.info.HTTP + "/"
 }
 
-// buildHTTP makes the HTTP server: the MCP endpoint and the app over the
-// same read model, health, and the metrics.
+// httpIssuer is the OAuth issuer of the --http listener: its own address
+// on loopback (so that signing in can be tried locally), else the URL
+// people reach it at (--app-url behind a proxy, or --public-url).
+func (c *coordinator) httpIssuer() string {
+	if loopback.Host(c.info.HTTP) {
+		scheme := "http"
+		if c.info.TLS {
+			scheme = "https"
+		}
+		return scheme + "://" + c.info.HTTP
+	}
+	return strings.TrimSuffix(c.o.appURL, "/")
+}
+
+// buildHTTP makes the HTTP servers: the MCP endpoint and the app over the
+// same read model, health, and the metrics, on --http and on the public
+// listener of --public-url.
 func (c *coordinator) buildHTTP(ctx context.Context) error {
 	viewDeps := fleetview.Deps{Fleet: c.fleet, Store: c.st, Commands: c.cmds, Topology: c.topo, Resources: c.prober, Incidents: c.tracker,
 		Logger: c.logger, Agents: fleetview.NewAgentsCache()}
-	mux := http.NewServeMux()
+	views := fleetview.New(viewDeps)
 	deps := mcpserver.Deps{Deps: viewDeps, Store: c.st, AppURL: c.appURL(), Metrics: c.metrics}
-	// The coordinator is its own OAuth authorization server, its issuer
-	// the URL it is reached at.
-	authz := oauth.New(oauth.DefaultConfig(c.o.appURL), c.st, c.logger)
-	authz.Register(mux)
 	guard := mcpserver.DefaultGuardConfig()
-	guard.OAuth, guard.ResourceMetadataURL = authz, authz.ResourceMetadataURL()
-	mux.Handle("/mcp", mcpserver.Handler(deps, guard))
-	// Behind a TLS proxy (--public-http) the browser sees https too.
-	mux.Handle("/", web.New(web.Config{Secure: c.info.TLS || c.o.publicHTTP, Views: fleetview.New(viewDeps), OAuth: authz}, c.cmds, c.st, c.logger))
-	mux.HandleFunc("GET /healthz", c.health)
-	registerGauges(c.metrics, c.api, c.fleet, c.cmds, c.tracker, c.heart.ID(), c.repl.leader(), c.logger)
-	// Off loopback, Prometheus brings a token of scope metrics.
-	scrape := func(h http.Handler) http.Handler {
-		if loopback.Host(c.info.HTTP) {
-			return h
-		}
-		return telemetry.RequireToken(h, c.st, c.logger)
+	if !c.o.public.IsZero() {
+		guard.AllowedOrigins = append(guard.AllowedOrigins, c.o.public.Origin()) // the app's own
 	}
-	mux.Handle("GET /metrics", scrape(c.metrics.Handler()))
-	mux.Handle("GET /metrics/fleet", scrape(telemetry.FleetHandler(fleetSource(c.fleet, c.topo, c.prober))))
+	registerGauges(c.metrics, c.api, c.fleet, c.cmds, c.tracker, c.heart.ID(), c.repl.leader(), c.logger)
+	metrics, fleetMetrics := c.metrics.Handler(), telemetry.FleetHandler(fleetSource(c.fleet, c.topo, c.prober))
+	// Off loopback, Prometheus brings a token of scope metrics.
+	needToken := func(h http.Handler) http.Handler { return telemetry.RequireToken(h, c.st, c.logger) }
+	scrape := needToken
+	if loopback.Host(c.info.HTTP) {
+		scrape = func(h http.Handler) http.Handler { return h }
+	}
+	// Every listener serves the same endpoint and read model; the app's
+	// session cookie is Secure where the browser sees https. Each is its
+	// own OAuth authorization server, its issuer the URL it is reached at,
+	// and takes the tokens issued for its own /mcp.
+	routes := func(secure bool, scrape func(http.Handler) http.Handler, issuer string) *http.ServeMux {
+		mux := http.NewServeMux()
+		authz := oauth.New(oauth.DefaultConfig(issuer), c.st, c.logger)
+		authz.Register(mux)
+		guard := guard
+		guard.OAuth, guard.ResourceMetadataURL = authz, authz.ResourceMetadataURL()
+		mux.Handle("/mcp", mcpserver.Handler(deps, guard))
+		mux.Handle("/", web.New(web.Config{Secure: secure, Views: views, OAuth: authz}, c.cmds, c.st, c.logger))
+		mux.HandleFunc("GET /healthz", c.health)
+		mux.Handle("GET /metrics", scrape(metrics))
+		mux.Handle("GET /metrics/fleet", scrape(fleetMetrics))
+		return mux
+	}
 
 	// Requests live in a context that ends at shutdown, so that open
 	// event streams of the app do not hold the shutdown up.
@@ -286,9 +319,15 @@ func (c *coordinator) buildHTTP(ctx context.Context) error {
 	c.endHTTP = endRequests
 	c.closers = append(c.closers, endRequests)
 	// Every route passes the front door: the DNS-rebinding rule on a
-	// loopback listener, and the bound on reading a request.
-	c.http = frontdoor.NewServer(mux, frontdoor.Config{BodyTimeout: c.o.bodyTimeout, Logger: c.logger})
+	// loopback listener, and the bound on reading a request. Behind a TLS
+	// proxy (--public-http) the browser sees https too.
+	c.http = frontdoor.NewServer(routes(c.info.TLS || c.o.publicHTTP, scrape, c.httpIssuer()), frontdoor.Config{BodyTimeout: c.o.bodyTimeout, Logger: c.logger})
 	c.http.BaseContext = func(net.Listener) context.Context { return baseCtx }
+	var public http.Handler
+	if !c.o.public.IsZero() {
+		public = routes(true, needToken, c.o.public.String())
+	}
+	c.buildHTTPS(baseCtx, public)
 	return nil
 }
 
@@ -312,7 +351,7 @@ func (c *coordinator) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, 2)
+	errs := make(chan error, 4)
 	wg.Go(func() { c.fleet.Run(ctx, 2*time.Second) })
 	wg.Go(func() { c.cmds.Run(ctx) })
 	c.repl.run(ctx, &wg, c.cmds, c.prober)
@@ -328,8 +367,8 @@ func (c *coordinator) run(ctx context.Context) error {
 	})
 	wg.Go(func() {
 		var err error
-		if c.o.tlsCert != "" {
-			err = c.http.ServeTLS(c.httpLn, c.o.tlsCert, c.o.tlsKey)
+		if c.o.httpTLS() {
+			err = c.http.ServeTLS(c.httpLn, "", "") // the certificate of c.http.TLSConfig, read again when its files change
 		} else {
 			err = c.http.Serve(c.httpLn)
 		}
@@ -337,7 +376,8 @@ func (c *coordinator) run(ctx context.Context) error {
 			errs <- fmt.Errorf("HTTP server: %w", err)
 		}
 	})
-	c.logger.Info("coordinator ready", "version", version, "mcp", c.appURL()+"mcp", "grpc", c.info.GRPC, "advertise", c.info.Advertise, "ca_pin", c.ca.Pin(),
+	c.serveHTTPS(ctx, &wg, errs)
+	c.logger.Info("coordinator ready", "version", version, "mcp", c.appURL()+"mcp", "http", c.info.HTTP, "grpc", c.info.GRPC, "advertise", c.info.Advertise, "ca_pin", c.ca.Pin(),
 		"data", c.o.data, "store", c.o.store.where())
 	var err error
 	select {
@@ -349,6 +389,7 @@ func (c *coordinator) run(ctx context.Context) error {
 	defer scancel()
 	c.endHTTP()
 	c.http.Shutdown(sctx)
+	c.https.shutdown(sctx)
 	c.api.Shutdown()
 	stopped := make(chan struct{})
 	go func() { c.grpc.GracefulStop(); close(stopped) }()

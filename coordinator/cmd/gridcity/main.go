@@ -25,7 +25,7 @@ var version = "dev"
 const usage = `gridcity — the coordinator of a gridcity fleet
 
 Usage:
-  gridcity serve    [--data DIR] [--store URL] [--config FILE] [--http ADDR] [--grpc ADDR] [--advertise HOST:PORT] [--app-url URL]
+  gridcity serve    [--data DIR] [--store URL] [--config FILE] [--http ADDR] [--grpc ADDR] [--advertise HOST:PORT] [--app-url URL] [--public-url https://HOST[:PORT]]
   gridcity join     [--data DIR] [--store URL] [--ttl DURATION] [--reusable] [--json]
   gridcity mcp      [--data DIR] [--store URL] [--json]                  # endpoint, token and a snippet per AI client
   gridcity mcp      --install [CLIENT …] [--print] [--scope read|operate]

@@ -46,11 +46,14 @@ func cmdMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		enc.SetEscapeHTML(false)
 		return enc.Encode(map[string]any{"endpoint": endpoint, "token": tok, "headers": headers})
 	}
-	fmt.Fprintf(stdout, `MCP endpoint:  %s   (Streamable HTTP)
-Token:         %s
+	fmt.Fprintf(stdout, "MCP endpoint:  %s   (Streamable HTTP)\n", endpoint)
+	if local := localEndpoint(info); local != endpoint {
+		fmt.Fprintf(stdout, "On this host:  %s\n", local)
+	}
+	fmt.Fprintf(stdout, `Token:         %s
 Headers:       Authorization: Bearer %s
                X-Agent-Client: <your client's name>   (optional; names the client in the log and the audit)
-`, endpoint, tok, tok)
+`, tok, tok)
 	printSnippets(stdout, endpoint, tok) // mcp_install.go
 	return nil
 }

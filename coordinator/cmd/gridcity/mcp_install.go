@@ -53,9 +53,20 @@ func executable() string {
 	return p
 }
 
-// mcpEndpoint is the URL clients on this machine use: a coordinator that
-// listens on every address (0.0.0.0, [::]) is reached on loopback.
+// mcpEndpoint is the URL clients use: the public URL's /mcp when the
+// coordinator has one (it works from this machine and from anywhere else),
+// else the local endpoint.
 func mcpEndpoint(info runtimeInfo) string {
+	if info.PublicURL != "" {
+		return info.PublicURL + "/mcp"
+	}
+	return localEndpoint(info)
+}
+
+// localEndpoint is the URL of --http's endpoint from this machine: a
+// coordinator that listens on every address (0.0.0.0, [::]) is reached on
+// loopback.
+func localEndpoint(info runtimeInfo) string {
 	scheme := "http"
 	if info.TLS {
 		scheme = "https"

@@ -72,14 +72,16 @@ func cmdMCPStdio(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return b.Serve(ctx, os.Stdin, stdout)
 }
 
-// dataDirEndpoint is the endpoint of the coordinator that last ran with
-// this data directory, or "" when none has.
+// dataDirEndpoint is the local endpoint of the coordinator that last ran
+// with this data directory, or "" when none has: the bridge runs on the
+// coordinator's host, where loopback needs no name to resolve and no
+// certificate.
 func dataDirEndpoint(data string) string {
 	info, err := readRuntime(data)
 	if err != nil || info.HTTP == "" {
 		return ""
 	}
-	return mcpEndpoint(info) // mcp_install.go
+	return localEndpoint(info) // mcp_install.go
 }
 
 // dataDirToken is the data directory's local token (created when missing

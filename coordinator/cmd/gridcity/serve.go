@@ -19,6 +19,7 @@ import (
 
 	"github.com/gridcity/gridcity/coordinator/internal/frontdoor"
 	"github.com/gridcity/gridcity/coordinator/internal/loopback"
+	"github.com/gridcity/gridcity/coordinator/internal/publicurl"
 	"github.com/gridcity/gridcity/lib/atomicfile"
 )
 
@@ -28,7 +29,12 @@ type runtimeInfo struct {
 	HTTP      string `json:"http"`
 	GRPC      string `json:"grpc"`
 	Advertise string `json:"advertise"`
-	TLS       bool   `json:"tls"`
+	TLS       bool   `json:"tls"` // of HTTP
+	// PublicURL is --public-url, where clients elsewhere reach the
+	// coordinator, and HTTPS the address its listener got (https.go);
+	// both "" without one.
+	PublicURL string `json:"publicURL,omitempty"`
+	HTTPS     string `json:"https,omitempty"`
 }
 
 // defaultGCPercent is serve's GOGC unless the environment sets one.
@@ -48,6 +54,8 @@ type serveOptions struct {
 	data                          string
 	httpAddr, grpcAddr, advertise string
 	tlsCert, tlsKey               string
+	pub                           publicFlags   // https.go
+	public                        publicurl.URL // --public-url, checked
 	publicHTTP                    bool
 	configPath                    string
 	appURL                        string
@@ -81,8 +89,9 @@ func serveFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.StringVar(&o.httpAddr, "http", "127.0.0.1:4600", "HTTP address: /mcp, /healthz, /metrics and the app")
 	fs.StringVar(&o.grpcAddr, "grpc", ":4601", "gRPC address the agents connect to (always TLS)")
 	fs.StringVar(&o.advertise, "advertise", "", "HOST:PORT agents dial, as written into join lines (default: this host's first non-loopback address and the gRPC port)")
-	fs.StringVar(&o.tlsCert, "tls-cert", "", "certificate file for HTTPS on --http")
-	fs.StringVar(&o.tlsKey, "tls-key", "", "key file for HTTPS on --http")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "certificate file (PEM, with its chain) for HTTPS on --public-url's listener, else on --http; read again when it changes")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "key file that goes with --tls-cert; read again when it changes")
+	addPublicFlags(fs, &o.pub)
 	fs.BoolVar(&o.publicHTTP, "public-http", false, "allow plain HTTP on a non-loopback --http address (put TLS in front of it)")
 	fs.StringVar(&o.configPath, "config", "", "YAML file: districts, resources, links, probe defaults, runbooks")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -98,10 +107,14 @@ func serveFlags(args []string, stderr io.Writer) (serveOptions, error) {
 		return o, err
 	}
 	o.logger = logger
+	if err := o.checkPublic(); err != nil {
+		return o, err
+	}
 	return o, o.check()
 }
 
-// check refuses options that cannot work, saying what to give instead.
+// check refuses options that cannot work, saying what to give instead
+// (checkPublic has parsed --public-url).
 func (o serveOptions) check() error {
 	for flagName, addr := range map[string]string{"--http": o.httpAddr, "--grpc": o.grpcAddr} {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
@@ -120,6 +133,9 @@ func (o serveOptions) check() error {
 		return errors.New("--tls-cert and --tls-key go together")
 	}
 	if !loopback.Host(o.httpAddr) {
+		if !o.public.IsZero() && !o.publicHTTP {
+			return fmt.Errorf("--http %s is reachable from other hosts, and with --public-url it serves plain HTTP: leave it on loopback (the default; the public listener is --https), or give --public-http if a TLS proxy sits in front", o.httpAddr)
+		}
 		if o.tlsCert == "" && !o.publicHTTP {
 			return fmt.Errorf("--http %s is reachable from other hosts: give --tls-cert and --tls-key, or --public-http if a TLS proxy sits in front", o.httpAddr)
 		}

@@ -10,7 +10,7 @@ import (
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
-	"github.com/gridcity/gridcity/coordinator/harness/simfleet"
+	"github.com/gridcity/gridcity/coordinator/harness/fleettest"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
 	"github.com/gridcity/gridcity/coordinator/internal/graph"
 	"github.com/gridcity/gridcity/coordinator/internal/incidents"
@@ -69,7 +69,7 @@ func (s enrolledStore) Agents(context.Context) ([]store.Agent, error) { return s
 // and another never connected.
 func fleetOf(tb testing.TB, n int, state func(r *rand.Rand, i int, now time.Time) *gridcityv1.StateUpdate) Deps {
 	tb.Helper()
-	f, st, agents := simfleet.Fleet(tb, n, state)
+	f, st, agents := fleettest.Simulated(tb, n, state)
 	es := enrolledStore{fleetAndStore: st, agents: agents}
 	logger := slog.New(slog.DiscardHandler)
 	return Deps{Fleet: f, Store: es, Logger: logger}

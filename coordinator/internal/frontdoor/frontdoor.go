@@ -6,6 +6,10 @@
 //     the Host must be a loopback name (403 otherwise). A page on
 //     evil.example that makes its name resolve to 127.0.0.1 calls the
 //     coordinator as its own origin, and only the Host tells.
+//   - The public listener (Config.Public, --public-url): the Host must be
+//     the public host (421 otherwise), whatever address the connection
+//     arrived on, and every answer carries HSTS, so that a browser that
+//     has seen the app once never reaches it over plain HTTP.
 //   - Slow clients: the headers must arrive within HeaderTimeout and the
 //     body within Config.BodyTimeout after them, so that a client sending a
 //     byte a second cannot hold a connection and a handler for ever. The
@@ -28,11 +32,18 @@ import (
 	"time"
 
 	"github.com/gridcity/gridcity/coordinator/internal/loopback"
+	"github.com/gridcity/gridcity/coordinator/internal/publicurl"
 )
 
 // HeaderTimeout bounds the time a client takes to send a request's
 // headers.
 const HeaderTimeout = 10 * time.Second
+
+// HSTS is the Strict-Transport-Security value of every answer from the
+// public listener: browsers that have seen it reach the host over HTTPS
+// only, for a year. Subdomains are left out: they are not the
+// coordinator's.
+const HSTS = "max-age=31536000"
 
 // DefaultBodyTimeout is Config.BodyTimeout's default: the largest body any
 // endpoint takes (1 MiB, on /mcp) arrives in it at 35 KB/s.
@@ -45,6 +56,10 @@ type Config struct {
 	BodyTimeout time.Duration
 	// Logger receives the refusals; nil discards them.
 	Logger *slog.Logger
+	// Public, when set, makes this the public listener's front door: the
+	// Host must name Public, and answers carry HSTS. Zero: the loopback
+	// listener's (or a listener behind --public-http's proxy).
+	Public publicurl.URL
 }
 
 // NewServer returns an http.Server for the coordinator's listener: next
@@ -67,6 +82,9 @@ func Handler(next http.Handler, cfg Config) http.Handler {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !cfg.Public.IsZero() {
+			w.Header().Set("Strict-Transport-Security", HSTS)
+		}
 		hasBody := r.Body != nil && r.Body != http.NoBody
 		if hasBody {
 			rc := http.NewResponseController(w)
@@ -76,8 +94,8 @@ func Handler(next http.Handler, cfg Config) http.Handler {
 				logger.Warn("could not bound the request body's reading time", "err", err, "path", r.URL.Path)
 			}
 		}
-		if loopback.Rebound(r) {
-			msg := fmt.Sprintf("Host %q is not a loopback name on a loopback connection (possible DNS rebinding); use http://127.0.0.1 or http://localhost", r.Host)
+		code, msg := hostRule(r, cfg.Public)
+		if code != 0 {
 			logger.Warn("request refused", "reason", msg, "path", r.URL.Path, "remote", r.RemoteAddr)
 			if hasBody && r.ProtoMajor == 1 {
 				// Answer without reading the body, and close the connection
@@ -85,11 +103,33 @@ func Handler(next http.Handler, cfg Config) http.Handler {
 				// one stream.)
 				w.Header().Set("Connection", "close")
 			}
-			refuse(w, r, http.StatusForbidden, msg)
+			refuse(w, r, code, msg)
 			return
+		}
+		if !cfg.Public.IsZero() {
+			r = r.WithContext(loopback.HostChecked(r.Context()))
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// hostRule returns the status and message a request's Host is refused
+// with, or 0. On the public listener the Host must name the public URL;
+// the request is then marked as checked (loopback.HostChecked) by the
+// caller, so that the handlers' own rebinding checks do not refuse the
+// public host when the listener is bound to a loopback address (behind a
+// port forward, or in tests). Everywhere else: the DNS-rebinding rule.
+func hostRule(r *http.Request, public publicurl.URL) (int, string) {
+	if !public.IsZero() {
+		if public.Accepts(r.Host) {
+			return 0, ""
+		}
+		return http.StatusMisdirectedRequest, fmt.Sprintf("this listener serves %s only, and Host %q is not it; use %s", public, r.Host, public)
+	}
+	if loopback.Rebound(r) {
+		return http.StatusForbidden, fmt.Sprintf("Host %q is not a loopback name on a loopback connection (possible DNS rebinding); use http://127.0.0.1 or http://localhost", r.Host)
+	}
+	return 0, ""
 }
 
 // refuse answers in JSON on the app's API, whose callers read JSON errors,

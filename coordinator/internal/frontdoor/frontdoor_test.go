@@ -3,6 +3,8 @@ package frontdoor
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +15,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gridcity/gridcity/coordinator/harness/certtest"
+	"github.com/gridcity/gridcity/coordinator/internal/loopback"
+	"github.com/gridcity/gridcity/coordinator/internal/publicurl"
 )
 
 // serve runs h behind the front door on a loopback listener the test holds,
@@ -212,5 +218,118 @@ func TestForeignHostRefusedWithoutReadingTheBody(t *testing.T) {
 	}
 	if res.StatusCode != http.StatusForbidden {
 		t.Fatalf("got %d; want 403", res.StatusCode)
+	}
+}
+
+// On the public listener every path serves the public host alone (421 for
+// any other Host, loopback names included), every answer carries HSTS, and
+// a request that passes is not taken for DNS rebinding by the handlers'
+// own checks, though this listener is bound to loopback as in the tests
+// (and behind a port forward).
+func TestPublicHostOnly(t *testing.T) {
+	var reached atomic.Int64
+	var rebound atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		if loopback.Rebound(r) {
+			rebound.Add(1)
+		}
+		fmt.Fprint(w, "ok")
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	public, err := publicurl.Parse("https://coord.test:" + port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := NewServer(h, Config{Public: public})
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+
+	paths := []string{"/healthz", "/metrics", "/mcp", "/", "/api/me", "/nowhere"}
+	hosts := map[string]int{"coord.test:" + port: 200, "COORD.test:" + port: 200, "coord.test": 421, "evil.example:" + port: 421, "127.0.0.1:" + port: 421, "localhost:" + port: 421}
+	for _, path := range paths {
+		for host, want := range hosts {
+			req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+path, nil)
+			req.Host = host
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != want {
+				t.Errorf("GET %s with Host %s: got %d %q; want %d", path, host, res.StatusCode, b, want)
+			}
+			if got := res.Header.Get("Strict-Transport-Security"); got != "max-age=31536000" {
+				t.Errorf("GET %s with Host %s: Strict-Transport-Security %q; want max-age=31536000", path, host, got)
+			}
+			if want == 421 && !strings.Contains(string(b), "serves https://coord.test:"+port+" only") {
+				t.Errorf("GET %s with Host %s: %q; want it to name the public URL", path, host, b)
+			}
+			if json := strings.HasPrefix(res.Header.Get("Content-Type"), "application/json"); want == 421 && json != strings.HasPrefix(path, "/api/") {
+				t.Errorf("GET %s: Content-Type %q; want JSON on /api/ only", path, res.Header.Get("Content-Type"))
+			}
+		}
+	}
+	if n := reached.Load(); n != int64(len(paths)*2) {
+		t.Errorf("the handler ran %d times; want %d (only for the public host)", n, len(paths)*2)
+	}
+	if n := rebound.Load(); n != 0 {
+		t.Errorf("loopback.Rebound held %d requests for the public host rebound; want none", n)
+	}
+}
+
+// Over TLS, where clients speak HTTP/2 (the public listener), a body
+// trickled a byte at a time is cut off at the bound too.
+func TestSlowBodyIsCutOffOverHTTP2(t *testing.T) {
+	const bound = 500 * time.Millisecond
+	p := certtest.New(t, 1, "coord.test")
+	cert, err := tls.X509KeyPair(p.Cert, p.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	public, _ := publicurl.Parse("https://coord.test")
+	hs := NewServer(readAll, Config{BodyTimeout: bound, Public: public})
+	hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
+	go hs.ServeTLS(ln, "", "")
+	t.Cleanup(func() { hs.Close() })
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(p.Cert)
+	client := certtest.Client(t, roots, ln.Addr().String())
+
+	body, w := io.Pipe()
+	t.Cleanup(func() { w.Close() })
+	go func() {
+		tk := time.NewTicker(50 * time.Millisecond)
+		defer tk.Stop()
+		for range 100 { // 5 s to send
+			<-tk.C
+			if _, err := w.Write([]byte("x")); err != nil {
+				return
+			}
+		}
+		w.Close()
+	}()
+	start := time.Now()
+	req, _ := http.NewRequest("POST", "https://coord.test/mcp", body)
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("no answer while the body trickled in: %v; want it cut off after %s", err, bound)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.ProtoMajor != 2 {
+		t.Fatalf("spoke %s; want HTTP/2, which this test is about", res.Proto)
+	}
+	if took := time.Since(start); res.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), "did not arrive within 500ms") || took > 3*time.Second {
+		t.Errorf("got %d %q after %s; want 408 saying the body did not arrive within 500ms, well before the 5 s it takes to send", res.StatusCode, b, took)
 	}
 }

@@ -4,6 +4,7 @@
 package loopback
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"strings"
@@ -37,7 +38,23 @@ func Host(hostport string) bool {
 // Rebound reports a request that arrived on a loopback address with a Host
 // naming something else: a page on evil.example whose name resolves to
 // 127.0.0.1 calls the endpoint as its own origin, and only Host tells.
+// A request marked HostChecked is never Rebound.
 func Rebound(r *http.Request) bool {
+	if checked, _ := r.Context().Value(hostCheckedKey{}).(bool); checked {
+		return false
+	}
 	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
 	return local != nil && Addr(local.String()) && !Host(r.Host)
+}
+
+type hostCheckedKey struct{}
+
+// HostChecked marks a request's context as held to a stricter Host rule by
+// the listener it arrived on: the public listener accepts its public host
+// only (internal/frontdoor), which no rebinding page can send. That
+// listener may still be bound to a loopback address (behind a port
+// forward, or in tests), where the loopback rule would refuse the public
+// host itself.
+func HostChecked(ctx context.Context) context.Context {
+	return context.WithValue(ctx, hostCheckedKey{}, true)
 }

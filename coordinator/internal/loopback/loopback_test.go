@@ -1,6 +1,12 @@
 package loopback
 
-import "testing"
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
 
 func TestHost(t *testing.T) {
 	for host, want := range map[string]bool{
@@ -15,5 +21,19 @@ func TestHost(t *testing.T) {
 		if got := Addr(addr); got != want {
 			t.Errorf("Addr(%q) = %v; want %v", addr, got, want)
 		}
+	}
+}
+
+// A request the public listener has held to its own host is not rebound,
+// whatever address it arrived on; any other still is.
+func TestHostChecked(t *testing.T) {
+	local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8443}
+	r := httptest.NewRequest("GET", "https://coord.test:8443/", nil)
+	r = r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, net.Addr(local)))
+	if !Rebound(r) {
+		t.Fatal("Host coord.test on a loopback listener: not rebound; want rebound")
+	}
+	if Rebound(r.WithContext(HostChecked(r.Context()))) {
+		t.Error("the same request marked HostChecked: rebound; want not")
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
+	"github.com/gridcity/gridcity/coordinator/harness/fleettest"
 	"github.com/gridcity/gridcity/coordinator/harness/simfleet"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
 	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
@@ -49,7 +50,7 @@ func benchFleet(tb testing.TB, n int) Deps {
 // fleetOf is benchFleet's fleet with the state state makes for server i.
 func fleetOf(tb testing.TB, n int, state func(r *rand.Rand, i int, now time.Time) *gridcityv1.StateUpdate) Deps {
 	tb.Helper()
-	f, st, agents := simfleet.Fleet(tb, n, state)
+	f, st, agents := fleettest.Simulated(tb, n, state)
 	es := enrolledStore{fleetAndTools: st, agents: agents}
 	logger := slog.New(slog.DiscardHandler)
 	return Deps{Deps: fleetview.Deps{Fleet: f, Store: es, Logger: logger}, Store: es}

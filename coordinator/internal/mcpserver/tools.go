@@ -224,6 +224,11 @@ func Handler(d Deps, guard GuardConfig) http.Handler {
 		// Sessions a client abandoned without DELETE would otherwise stay
 		// in memory forever; a client that returns after this starts anew.
 		SessionTimeout: SessionTimeout,
+		// The guard refuses a rebound Host itself (checkHostOrigin), and
+		// knows what the SDK's copy of the rule cannot: a request on the
+		// public listener, bound to loopback behind a port forward, has
+		// been held to the public host instead (loopback.HostChecked).
+		DisableLocalhostProtection: true,
 	})
 	return Guard(h, d.Store, guard, d.Logger)
 }
