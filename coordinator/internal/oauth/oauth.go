@@ -117,6 +117,15 @@ type Server struct {
 	// successful or not: each takes one of the few client places or
 	// makes the coordinator fetch a URL.
 	registrations *limiters
+	names         struct {
+		sync.Mutex
+		m map[string]cachedName
+	}
+}
+
+type cachedName struct {
+	name string
+	at   time.Time
 }
 
 // New returns the authorization server of cfg.Issuer over st.
@@ -146,8 +155,10 @@ func New(cfg Config, st Store, logger *slog.Logger) *Server {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.Issuer = strings.TrimSuffix(cfg.Issuer, "/")
-	return &Server{cfg: cfg, st: st, log: logger, cimd: newCIMDFetcher(cfg.CIMD), pending: newPending(), failed: newLimiters(cfg.RateFailures, cfg.BurstFailures),
+	s := &Server{cfg: cfg, st: st, log: logger, cimd: newCIMDFetcher(cfg.CIMD), pending: newPending(), failed: newLimiters(cfg.RateFailures, cfg.BurstFailures),
 		registrations: newLimiters(rate.Every(time.Minute), cfg.BurstRegistrations)}
+	s.names.m = map[string]cachedName{}
+	return s
 }
 
 // Issuer is the authorization server's issuer identifier.

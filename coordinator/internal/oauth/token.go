@@ -258,9 +258,32 @@ func (s *Server) Verify(ctx context.Context, tok string, now time.Time) (Grant, 
 	case !t.Scope.MCP():
 		return Grant{}, fmt.Errorf("%w: scope %q", ErrInvalidToken, t.Scope)
 	}
-	c, err := s.st.OAuthClient(ctx, t.Client)
+	name, err := s.clientName(ctx, t.Client, now)
 	if err != nil {
 		return Grant{}, err
 	}
-	return Grant{Client: t.Client, Name: c.Name, Approver: t.Approver, Family: t.Family, Scope: t.Scope, Expires: t.ExpiresAt}, nil
+	return Grant{Client: t.Client, Name: name, Approver: t.Approver, Family: t.Family, Scope: t.Scope, Expires: t.ExpiresAt}, nil
+}
+
+// clientName is a client's name, read again after a minute: it is shown,
+// never trusted (a removed client's tokens are revoked with it), so one
+// query per MCP call is saved.
+func (s *Server) clientName(ctx context.Context, id string, now time.Time) (string, error) {
+	s.names.Lock()
+	n, ok := s.names.m[id]
+	s.names.Unlock()
+	if ok && now.Sub(n.at) < time.Minute {
+		return n.name, nil
+	}
+	c, err := s.st.OAuthClient(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	s.names.Lock()
+	defer s.names.Unlock()
+	if len(s.names.m) >= 1000 {
+		clear(s.names.m)
+	}
+	s.names.m[id] = cachedName{c.Name, now}
+	return c.Name, nil
 }
