@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/gridcity/gridcity/coordinator/internal/loopback"
 	"github.com/gridcity/gridcity/coordinator/internal/mcpserver"
 	"github.com/gridcity/gridcity/coordinator/internal/notify"
+	"github.com/gridcity/gridcity/coordinator/internal/oauth"
 	"github.com/gridcity/gridcity/coordinator/internal/pki"
 	"github.com/gridcity/gridcity/coordinator/internal/replicas"
 	"github.com/gridcity/gridcity/coordinator/internal/resources"
@@ -260,6 +262,20 @@ func (c *coordinator) appURL() string {
 	return scheme + "://" + c.info.HTTP + "/"
 }
 
+// httpIssuer is the OAuth issuer of the --http listener: its own address
+// on loopback (so that signing in can be tried locally), else the URL
+// people reach it at (--app-url behind a proxy, or --public-url).
+func (c *coordinator) httpIssuer() string {
+	if loopback.Host(c.info.HTTP) {
+		scheme := "http"
+		if c.info.TLS {
+			scheme = "https"
+		}
+		return scheme + "://" + c.info.HTTP
+	}
+	return strings.TrimSuffix(c.o.appURL, "/")
+}
+
 // buildHTTP makes the HTTP servers: the MCP endpoint and the app over the
 // same read model, health, and the metrics, on --http and on the public
 // listener of --public-url.
@@ -272,7 +288,6 @@ func (c *coordinator) buildHTTP(ctx context.Context) error {
 	if !c.o.public.IsZero() {
 		guard.AllowedOrigins = append(guard.AllowedOrigins, c.o.public.Origin()) // the app's own
 	}
-	mcp := mcpserver.Handler(deps, guard)
 	registerGauges(c.metrics, c.api, c.fleet, c.cmds, c.tracker, c.heart.ID(), c.repl.leader(), c.logger)
 	metrics, fleetMetrics := c.metrics.Handler(), telemetry.FleetHandler(fleetSource(c.fleet, c.topo, c.prober))
 	// Off loopback, Prometheus brings a token of scope metrics.
@@ -282,11 +297,17 @@ func (c *coordinator) buildHTTP(ctx context.Context) error {
 		scrape = func(h http.Handler) http.Handler { return h }
 	}
 	// Every listener serves the same endpoint and read model; the app's
-	// session cookie is Secure where the browser sees https.
-	routes := func(secure bool, scrape func(http.Handler) http.Handler) *http.ServeMux {
+	// session cookie is Secure where the browser sees https. Each is its
+	// own OAuth authorization server, its issuer the URL it is reached at,
+	// and takes the tokens issued for its own /mcp.
+	routes := func(secure bool, scrape func(http.Handler) http.Handler, issuer string) *http.ServeMux {
 		mux := http.NewServeMux()
-		mux.Handle("/mcp", mcp)
-		mux.Handle("/", web.New(web.Config{Secure: secure, Views: views}, c.cmds, c.st, c.logger))
+		authz := oauth.New(oauth.DefaultConfig(issuer), c.st, c.logger)
+		authz.Register(mux)
+		guard := guard
+		guard.OAuth, guard.ResourceMetadataURL = authz, authz.ResourceMetadataURL()
+		mux.Handle("/mcp", mcpserver.Handler(deps, guard))
+		mux.Handle("/", web.New(web.Config{Secure: secure, Views: views, OAuth: authz}, c.cmds, c.st, c.logger))
 		mux.HandleFunc("GET /healthz", c.health)
 		mux.Handle("GET /metrics", scrape(metrics))
 		mux.Handle("GET /metrics/fleet", scrape(fleetMetrics))
@@ -301,9 +322,13 @@ func (c *coordinator) buildHTTP(ctx context.Context) error {
 	// Every route passes the front door: the DNS-rebinding rule on a
 	// loopback listener, and the bound on reading a request. Behind a TLS
 	// proxy (--public-http) the browser sees https too.
-	c.http = frontdoor.NewServer(routes(c.info.TLS || c.o.publicHTTP, scrape), frontdoor.Config{BodyTimeout: c.o.bodyTimeout, Logger: c.logger})
+	c.http = frontdoor.NewServer(routes(c.info.TLS || c.o.publicHTTP, scrape, c.httpIssuer()), frontdoor.Config{BodyTimeout: c.o.bodyTimeout, Logger: c.logger})
 	c.http.BaseContext = func(net.Listener) context.Context { return baseCtx }
-	c.buildHTTPS(baseCtx, routes(true, needToken))
+	var public http.Handler
+	if !c.o.public.IsZero() {
+		public = routes(true, needToken, c.o.public.String())
+	}
+	c.buildHTTPS(baseCtx, public)
 	return nil
 }
 

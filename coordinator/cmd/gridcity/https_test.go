@@ -151,6 +151,23 @@ func TestServePublicWithFiles(t *testing.T) {
 			t.Errorf("GET /healthz on --http: %d %q, HSTS %q; want 200 and no HSTS over plain HTTP", res.StatusCode, body, res.Header.Get("Strict-Transport-Security"))
 		}
 	})
+	t.Run("OAuth issuer", func(t *testing.T) {
+		// Each listener is its own authorization server, named by the URL
+		// it is reached at, and its 401 points at its own metadata.
+		for _, tt := range []struct {
+			c    *http.Client
+			base string
+		}{{client, public}, {http.DefaultClient, "http://" + addr}} {
+			res, body := get(tt.c, tt.base+"/.well-known/oauth-authorization-server", "")
+			if res.StatusCode != 200 || !strings.Contains(body, `"issuer":"`+tt.base+`"`) || !strings.Contains(body, `"token_endpoint":"`+tt.base+`/oauth/token"`) {
+				t.Errorf("%s metadata: %d %s", tt.base, res.StatusCode, body)
+			}
+			res, _ = get(tt.c, tt.base+"/mcp", "")
+			if want := `Bearer resource_metadata="` + tt.base + `/.well-known/oauth-protected-resource/mcp"`; res.Header.Get("WWW-Authenticate") != want {
+				t.Errorf("%s/mcp: WWW-Authenticate %q; want %s", tt.base, res.Header.Get("WWW-Authenticate"), want)
+			}
+		}
+	})
 	t.Run("MCP client", func(t *testing.T) {
 		hc := &http.Client{Transport: tokenOver{token: token, next: client.Transport}}
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "public-url-test", Version: "1"}, nil).Connect(context.Background(),

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gridcity/gridcity/coordinator/internal/bearer"
+	"github.com/gridcity/gridcity/coordinator/internal/oauth"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 	"github.com/gridcity/gridcity/lib/atomicfile"
 )
@@ -56,43 +57,106 @@ func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "Token %q (%s), shown once — keep it in your AI client's config:\n\n  %s\n", pos[1], sc, tok)
 		return nil
 	case pos[0] == "list" && len(pos) == 1:
-		ts, err := st.Tokens(ctx)
+		rows, err := tokenRows(ctx, st, time.Now())
 		if err != nil {
 			return err
 		}
 		if *asJSON {
-			type row struct {
-				Name      string `json:"name"`
-				Scope     string `json:"scope"`
-				CreatedAt string `json:"createdAt"`
-				RevokedAt string `json:"revokedAt,omitempty"`
-			}
-			rows := []row{}
-			for _, t := range ts {
-				rows = append(rows, row{t.Name, string(t.Scope), rfc3339(t.CreatedAt), rfc3339(t.RevokedAt)})
-			}
 			return json.NewEncoder(stdout).Encode(rows)
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tSCOPE\tCREATED\tSTATE")
-		for _, t := range ts {
+		for _, t := range rows {
 			state := "active"
-			if !t.RevokedAt.IsZero() {
-				state = "revoked " + t.RevokedAt.Local().Format("2006-01-02 15:04")
+			if t.RevokedAt != "" {
+				state = "revoked " + t.revoked.Local().Format("2006-01-02 15:04")
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, t.Scope, t.CreatedAt.Local().Format("2006-01-02 15:04"), state)
+			name := t.Name
+			if t.Kind == "oauth" {
+				by := "no live token"
+				if len(t.Approvers) > 0 {
+					by = "granted by " + strings.Join(t.Approvers, ", ")
+				}
+				name = fmt.Sprintf("%s (OAuth %s, %s)", t.Name, t.ClientID, by)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, t.Scope, t.created.Local().Format("2006-01-02 15:04"), state)
 		}
 		return tw.Flush()
 	case pos[0] == "revoke" && len(pos) == 2:
-		if err := st.RevokeToken(ctx, pos[1], time.Now()); errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("no active token named %q; `gridcity token list` shows them", pos[1])
-		} else if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "Token %q revoked; clients using it now get 401.\n", pos[1])
-		return nil
+		return revokeToken(ctx, st, pos[1], stdout)
 	}
 	return fmt.Errorf("token %s: say create NAME, list or revoke NAME", strings.TrimSpace(strings.Join(pos, " ")))
+}
+
+// tokenRow is a static token or an OAuth client in `token list`.
+type tokenRow struct {
+	Kind      string `json:"kind"` // static or oauth
+	Name      string `json:"name"`
+	Scope     string `json:"scope"`
+	CreatedAt string `json:"createdAt"`
+	RevokedAt string `json:"revokedAt,omitempty"`
+	// An OAuth client's id, how it registered (dcr or cimd), and who
+	// granted its live tokens.
+	ClientID     string   `json:"clientId,omitempty"`
+	Registration string   `json:"registration,omitempty"`
+	Approvers    []string `json:"approvers,omitempty"`
+
+	created, revoked time.Time
+}
+
+// tokenRows lists the static tokens, then the OAuth clients with the
+// widest scope of their live tokens (none when they hold none).
+func tokenRows(ctx context.Context, st store.Store, now time.Time) ([]tokenRow, error) {
+	ts, err := st.Tokens(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows := []tokenRow{}
+	for _, t := range ts {
+		rows = append(rows, tokenRow{Kind: "static", Name: t.Name, Scope: string(t.Scope), CreatedAt: rfc3339(t.CreatedAt), RevokedAt: rfc3339(t.RevokedAt), created: t.CreatedAt, revoked: t.RevokedAt})
+	}
+	cs, err := oauth.Clients(ctx, st, now)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cs {
+		rows = append(rows, tokenRow{Kind: "oauth", Name: c.Name, Scope: c.Scope, CreatedAt: rfc3339(c.CreatedAt), RevokedAt: rfc3339(c.RemovedAt), ClientID: c.ID, Registration: c.Registration,
+			Approvers: c.Approvers, created: c.CreatedAt, revoked: c.RemovedAt})
+	}
+	return rows, nil
+}
+
+// revokeToken revokes the static token named name or, when there is
+// none, the OAuth clients with that id or name: their tokens are revoked
+// and they must register again.
+func revokeToken(ctx context.Context, st store.Store, name string, stdout io.Writer) error {
+	err := st.RevokeToken(ctx, name, time.Now())
+	if err == nil {
+		fmt.Fprintf(stdout, "Token %q revoked; clients using it now get 401.\n", name)
+		return nil
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	cs, err := st.OAuthClients(ctx)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, c := range cs {
+		if c.Removed() || c.ID != name && c.Name != name {
+			continue
+		}
+		if err := oauth.Remove(ctx, st, c.ID, time.Now()); err != nil {
+			return err
+		}
+		n++
+		fmt.Fprintf(stdout, "OAuth client %q (%s) removed and its tokens revoked; it now gets 401 and must sign in again.\n", c.Name, c.ID)
+	}
+	if n == 0 {
+		return fmt.Errorf("no active token or OAuth client named %q; `gridcity token list` shows them", name)
+	}
+	return nil
 }
 
 func createToken(ctx context.Context, st store.Store, name string, scope store.Scope) (string, error) {

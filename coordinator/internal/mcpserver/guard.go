@@ -22,6 +22,7 @@ import (
 
 	"github.com/gridcity/gridcity/coordinator/internal/bearer"
 	"github.com/gridcity/gridcity/coordinator/internal/loopback"
+	"github.com/gridcity/gridcity/coordinator/internal/oauth"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -39,6 +40,18 @@ type GuardConfig struct {
 	// AllowedOrigins are browser origins (scheme://host:port) allowed besides
 	// loopback ones; browsers are not MCP clients, so normally none.
 	AllowedOrigins []string
+	// OAuth checks the access tokens the coordinator's own authorization
+	// server issued (package oauth); nil: static tokens only.
+	OAuth OAuthVerifier
+	// ResourceMetadataURL, when set, is named in every 401
+	// (WWW-Authenticate: Bearer resource_metadata="…", RFC 9728), so that
+	// an MCP client finds where to sign in.
+	ResourceMetadataURL string
+}
+
+// OAuthVerifier checks an OAuth access token; *oauth.Server is one.
+type OAuthVerifier interface {
+	Verify(ctx context.Context, token string, now time.Time) (oauth.Grant, error)
 }
 
 // DefaultGuardConfig: 1 MiB bodies, 50 requests/s per token (bursts of
@@ -55,11 +68,17 @@ func DefaultGuardConfig() GuardConfig {
 }
 
 // Caller is who is calling a tool: the token's name and scope and the
-// client's own name from X-Agent-Client.
+// client's own name from X-Agent-Client. With an OAuth token, the token's
+// name is "oauth:CLIENT for APPROVER", so that cards name both, and
+// OAuthClient and Approver say them apart.
 type Caller struct {
 	Token  string
 	Scope  store.Scope
 	Client string
+	// OAuthClient is the signed-in client's registered name, Approver
+	// the person who granted it; both empty for a static token.
+	OAuthClient string
+	Approver    string
 }
 
 type callerKey struct{}
@@ -141,6 +160,9 @@ func Guard(next http.Handler, st TokenStore, cfg GuardConfig, logger *slog.Logge
 	failed := newLimiters(cfg.RateFailedAuth, cfg.BurstFailedAuth)
 	known := bearer.NewVerifier(st)
 	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
+		if cfg.OAuth != nil && oauth.IsToken(token) {
+			return verifyOAuth(ctx, cfg.OAuth, token, logger)
+		}
 		t, err := known.Verify(ctx, token, time.Now())
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, fmt.Errorf("%w: unknown or revoked token; `gridcity mcp` prints a valid one", auth.ErrInvalidToken)
@@ -162,7 +184,7 @@ func Guard(next http.Handler, st TokenStore, cfg GuardConfig, logger *slog.Logge
 		// reused with another scope after a revocation starts anew.
 		return &auth.TokenInfo{UserID: "token:" + t.Name + ":" + hex.EncodeToString(t.Hash[:8]), Scopes: []string{string(t.Scope)}, Extra: map[string]any{"name": t.Name}}, nil
 	}
-	authed := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(
+	authed := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true, ResourceMetadataURL: cfg.ResourceMetadataURL})(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ti := auth.TokenInfoFromContext(r.Context())
 			name, _ := ti.Extra["name"].(string)
@@ -179,11 +201,13 @@ func Guard(next http.Handler, st TokenStore, cfg GuardConfig, logger *slog.Logge
 				scope = store.Scope(ti.Scopes[0])
 			}
 			c := Caller{Token: name, Scope: scope, Client: ClientName(r.Header)}
+			c.OAuthClient, _ = ti.Extra["oauthClient"].(string)
+			c.Approver, _ = ti.Extra["approver"].(string)
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 		}))
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &statusRecorder{ResponseWriter: w}
+		rec := &statusRecorder{ResponseWriter: w, metadata: cfg.ResourceMetadataURL}
 		start := time.Now()
 		defer func() {
 			logger.Debug("mcp request", "method", r.Method, "status", rec.code(), "client", ClientName(r.Header), "remote", r.RemoteAddr, "took", time.Since(start))
@@ -202,7 +226,7 @@ func Guard(next http.Handler, st TokenStore, cfg GuardConfig, logger *slog.Logge
 			return
 		}
 		// Requests that fail authentication are rate limited per address.
-		probe := &statusRecorder{ResponseWriter: rec}
+		probe := &statusRecorder{ResponseWriter: rec, metadata: cfg.ResourceMetadataURL}
 		if _, ok := bearer.FromHeader(r.Header); !ok {
 			if !failed.allow(bearer.RemoteHost(r)) {
 				http.Error(rec, "too many unauthenticated requests; retry later", http.StatusTooManyRequests)
@@ -215,6 +239,22 @@ func Guard(next http.Handler, st TokenStore, cfg GuardConfig, logger *slog.Logge
 			logger.Info("mcp request refused: bad or missing token", "remote", r.RemoteAddr, "client", ClientName(r.Header))
 		}
 	})
+}
+
+// verifyOAuth checks an OAuth access token. The session is bound to the
+// grant (client and consent), which refreshes keep.
+func verifyOAuth(ctx context.Context, v OAuthVerifier, token string, logger *slog.Logger) (*auth.TokenInfo, error) {
+	g, err := v.Verify(ctx, token, time.Now())
+	if errors.Is(err, oauth.ErrInvalidToken) {
+		return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err)
+	}
+	if err != nil {
+		logger.Warn("OAuth token lookup failed", "err", err)
+		return nil, errors.New("the OAuth token cannot be checked now (the store is unreachable?); retry")
+	}
+	name := "oauth:" + g.Name + " for " + g.Approver
+	return &auth.TokenInfo{UserID: "oauth:" + g.Client + ":" + g.Family, Scopes: []string{string(g.Scope)}, Expiration: g.Expires,
+		Extra: map[string]any{"name": name, "oauthClient": g.Name, "approver": g.Approver}}, nil
 }
 
 // readBody reads an authenticated request's body, at most limit bytes,
@@ -279,7 +319,8 @@ func checkHostOrigin(r *http.Request, allowed []string) string {
 
 type statusRecorder struct {
 	http.ResponseWriter
-	status int
+	status   int
+	metadata string // the resource metadata URL, named in a 401
 }
 
 func (s *statusRecorder) WriteHeader(code int) {
@@ -288,7 +329,11 @@ func (s *statusRecorder) WriteHeader(code int) {
 	}
 	// RFC 6750: a 401 names the scheme the client should use.
 	if code == http.StatusUnauthorized && s.ResponseWriter.Header().Get("WWW-Authenticate") == "" {
-		s.ResponseWriter.Header().Set("WWW-Authenticate", `Bearer realm="gridcity"`)
+		if s.metadata != "" {
+			s.ResponseWriter.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer resource_metadata=%q`, s.metadata))
+		} else {
+			s.ResponseWriter.Header().Set("WWW-Authenticate", `Bearer realm="gridcity"`)
+		}
 	}
 	s.ResponseWriter.WriteHeader(code)
 }

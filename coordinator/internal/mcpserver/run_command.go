@@ -191,6 +191,8 @@ func callerOf(req *mcp.CallToolRequest) Caller {
 			if n, ok := ti.Extra["name"].(string); ok {
 				c.Token = n
 			}
+			c.OAuthClient, _ = ti.Extra["oauthClient"].(string)
+			c.Approver, _ = ti.Extra["approver"].(string)
 			if len(ti.Scopes) == 1 {
 				c.Scope = store.Scope(ti.Scopes[0])
 			}

@@ -395,3 +395,80 @@ func (o *Observed) AppendAuditOnce(ctx context.Context, e AuditEntry) (bool, err
 	o.done("AppendAuditOnce", start, err)
 	return v, err
 }
+
+func (o *Observed) PutOAuthClient(ctx context.Context, c OAuthClient, max int) error {
+	start := time.Now()
+	err := o.s.PutOAuthClient(ctx, c, max)
+	o.done("PutOAuthClient", start, err)
+	return err
+}
+
+func (o *Observed) OAuthClient(ctx context.Context, id string) (OAuthClient, error) {
+	start := time.Now()
+	v, err := o.s.OAuthClient(ctx, id)
+	o.done("OAuthClient", start, err)
+	return v, err
+}
+
+func (o *Observed) OAuthClients(ctx context.Context) ([]OAuthClient, error) {
+	start := time.Now()
+	v, err := o.s.OAuthClients(ctx)
+	o.done("OAuthClients", start, err)
+	return v, err
+}
+
+func (o *Observed) RemoveOAuthClient(ctx context.Context, id string, at time.Time) error {
+	start := time.Now()
+	err := o.s.RemoveOAuthClient(ctx, id, at)
+	o.done("RemoveOAuthClient", start, err)
+	return err
+}
+
+func (o *Observed) CreateOAuthCode(ctx context.Context, c OAuthCode) error {
+	start := time.Now()
+	err := o.s.CreateOAuthCode(ctx, c)
+	o.done("CreateOAuthCode", start, err)
+	return err
+}
+
+func (o *Observed) UseOAuthCode(ctx context.Context, hash []byte, now time.Time) (OAuthCode, error) {
+	start := time.Now()
+	v, err := o.s.UseOAuthCode(ctx, hash, now)
+	o.done("UseOAuthCode", start, err)
+	return v, err
+}
+
+func (o *Observed) IssueOAuthTokens(ctx context.Context, now time.Time, ts ...OAuthToken) error {
+	start := time.Now()
+	err := o.s.IssueOAuthTokens(ctx, now, ts...)
+	o.done("IssueOAuthTokens", start, err)
+	return err
+}
+
+func (o *Observed) OAuthTokenByHash(ctx context.Context, hash []byte) (OAuthToken, error) {
+	start := time.Now()
+	v, err := o.s.OAuthTokenByHash(ctx, hash)
+	o.done("OAuthTokenByHash", start, err)
+	return v, err
+}
+
+func (o *Observed) OAuthTokens(ctx context.Context, client string) ([]OAuthToken, error) {
+	start := time.Now()
+	v, err := o.s.OAuthTokens(ctx, client)
+	o.done("OAuthTokens", start, err)
+	return v, err
+}
+
+func (o *Observed) RotateOAuthRefresh(ctx context.Context, hash []byte, next OAuthPair, now time.Time) (OAuthToken, error) {
+	start := time.Now()
+	v, err := o.s.RotateOAuthRefresh(ctx, hash, next, now)
+	o.done("RotateOAuthRefresh", start, err)
+	return v, err
+}
+
+func (o *Observed) RevokeOAuthToken(ctx context.Context, hash []byte, at time.Time) error {
+	start := time.Now()
+	err := o.s.RevokeOAuthToken(ctx, hash, at)
+	o.done("RevokeOAuthToken", start, err)
+	return err
+}

@@ -156,6 +156,8 @@ var pgMigrations = []string{
 	probeAsksTable,
 	// 7: each hand-off's authenticator (see handoffs.go).
 	handoffAuthPostgres,
+	// 8: OAuth clients, authorization codes and tokens (see oauth.go).
+	oauthTables,
 }
 
 // IsPostgresURL says whether a store URL names a PostgreSQL database.

@@ -184,6 +184,8 @@ var migrations = []string{
 	probeAsksTable,
 	// 13: each hand-off's authenticator (see handoffs.go).
 	handoffAuthSQLite,
+	// 14: OAuth clients, authorization codes and tokens (see oauth.go).
+	oauthTables,
 }
 
 // OpenSQLite opens (creating if needed) the store at dir/gridcity.db.

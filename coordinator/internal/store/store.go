@@ -219,6 +219,38 @@ type Store interface {
 	ProbeAnswer(ctx context.Context, id string) (ProbeAsk, error)
 	// ForgetProbeAsk deletes ask id, answered or not.
 	ForgetProbeAsk(ctx context.Context, id string) error
+
+	// PutOAuthClient registers an OAuth client, or replaces the one with
+	// its id (and lets it sign in again if removed); ErrTooMany when max
+	// other live clients are registered.
+	PutOAuthClient(ctx context.Context, c OAuthClient, max int) error
+	// OAuthClient returns a client, removed or not; ErrNotFound when unknown.
+	OAuthClient(ctx context.Context, id string) (OAuthClient, error)
+	// OAuthClients lists every client, removed ones included, oldest first.
+	OAuthClients(ctx context.Context) ([]OAuthClient, error)
+	// RemoveOAuthClient marks a client removed and revokes its tokens.
+	RemoveOAuthClient(ctx context.Context, id string, at time.Time) error
+	// CreateOAuthCode records an authorization code by its hash.
+	CreateOAuthCode(ctx context.Context, c OAuthCode) error
+	// UseOAuthCode marks the code used and returns it, whether or not it
+	// has expired (the caller checks); a code used before answers
+	// ErrReused, having revoked the tokens issued from it.
+	UseOAuthCode(ctx context.Context, hash []byte, now time.Time) (OAuthCode, error)
+	// IssueOAuthTokens records tokens by their hashes, in one transaction.
+	IssueOAuthTokens(ctx context.Context, now time.Time, ts ...OAuthToken) error
+	// OAuthTokenByHash returns the token with that hash unless it was
+	// revoked, expired or not (the caller checks).
+	OAuthTokenByHash(ctx context.Context, hash []byte) (OAuthToken, error)
+	// OAuthTokens lists a client's tokens, revoked ones included.
+	OAuthTokens(ctx context.Context, client string) ([]OAuthToken, error)
+	// RotateOAuthRefresh exchanges a live refresh token for a new access
+	// and refresh token of the same grant and returns the old one. A
+	// rotated or revoked one answers ErrReused, having revoked every token
+	// of its client; an expired or unknown one ErrNotFound.
+	RotateOAuthRefresh(ctx context.Context, hash []byte, next OAuthPair, now time.Time) (OAuthToken, error)
+	// RevokeOAuthToken revokes a token, and for a refresh token its whole
+	// grant; an unknown token is not an error.
+	RevokeOAuthToken(ctx context.Context, hash []byte, at time.Time) error
 }
 
 // Incident is one spell of a target being a root cause.

@@ -66,6 +66,9 @@ type Config struct {
 	// Views answer the read-only pages of the fleet (/api/fleet,
 	// /api/servers/…, /api/incidents, /api/security); nil: they answer 503.
 	Views Views
+	// OAuth is the consent step of MCP clients' sign-in; nil: the
+	// /api/oauth/ endpoints answer 404.
+	OAuth Consent
 
 	// heartbeat is how often an idle event stream carries a comment, so
 	// that proxies keep it open and a dead client is noticed; the session
@@ -142,6 +145,7 @@ func New(cfg Config, svc Service, st Store, logger *slog.Logger) http.Handler {
 	mux.Handle("POST /api/requests/{id}/deny", a.authed(a.deny))
 	mux.Handle("GET /api/events", a.authed(a.events))
 	a.routeViews(mux)
+	a.routeOAuth(mux)
 	// Anything else under /api/ is a mistake, answered in JSON; it still
 	// needs a session so that the API's shape is not told to strangers.
 	mux.Handle("/api/", a.authed(func(w http.ResponseWriter, r *http.Request, _ store.Session) {

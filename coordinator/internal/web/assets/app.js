@@ -155,12 +155,24 @@
   function route() {
     if (!state.me) return;
     pages.leave();
+    // An AI client's sign-in (the authorization endpoint sent us here).
+    const ask = location.hash.match(/^#oauth\/([A-Za-z0-9_-]+)$/);
+    if (ask) {
+      showOnly('oauth-view');
+      showConsent(ask[1]);
+      return;
+    }
     // A notification's link: the card of one request.
     const card = location.hash.match(/^#requests\/([^/?]+)$/);
     if (card) {
       showOnly('pending-view');
       state.focus = decodeURIComponent(card[1]);
       focusCard(state.listed);
+      return;
+    }
+    if (location.hash === '#clients') {
+      showOnly('clients-view');
+      loadClients();
       return;
     }
     if (location.hash === '#history') {
@@ -172,6 +184,99 @@
     const view = pages.route(location.hash);
     showOnly(view || 'pending-view');
     if (view) window.scrollTo(0, 0);
+  }
+
+  // showConsent shows who asks to sign in, and sends the browser back to
+  // the client with the approver's answer.
+  async function showConsent(id) {
+    $('#oauth-ask').hidden = true;
+    $('#oauth-error').textContent = '';
+    const path = `/api/oauth/requests/${encodeURIComponent(id)}`;
+    let req;
+    try {
+      req = await api('GET', path);
+    } catch (err) {
+      $('#oauth-error').textContent = err.message;
+      return;
+    }
+    $('#oauth-name').textContent = req.clientName;
+    $('#oauth-client').textContent = req.clientId;
+    $('#oauth-host').textContent = req.redirectHost;
+    $('#oauth-scope').textContent = req.scope === 'operate' ? 'read, and ask to run commands' : 'read only';
+    const operate = $('#oauth-scopes input[value=operate]');
+    operate.disabled = req.scope !== 'operate';
+    $('#oauth-scopes input[value=read]').checked = true;
+    $('#oauth-ask').hidden = false;
+    const answer = async (how, body) => {
+      $('#oauth-grant').disabled = $('#oauth-deny').disabled = true;
+      try {
+        const res = await api('POST', `${path}/${how}`, body);
+        location.assign(res.redirect);
+      } catch (err) {
+        $('#oauth-error').textContent = err.message;
+        $('#oauth-grant').disabled = $('#oauth-deny').disabled = false;
+      }
+    };
+    $('#oauth-grant').onclick = () => answer('grant', { scope: $('#oauth-scopes input:checked').value });
+    $('#oauth-deny').onclick = () => answer('deny', {});
+  }
+
+  // loadClients lists the AI clients signed in with OAuth, each with a
+  // button that removes it (its tokens are revoked; it must sign in again).
+  async function loadClients() {
+    const list = $('#clients-list');
+    $('#clients-error').textContent = '';
+    let clients;
+    try {
+      clients = await api('GET', '/api/oauth/clients');
+    } catch (err) {
+      $('#clients-error').textContent = err.message;
+      return;
+    }
+    list.replaceChildren();
+    $('#clients-empty').hidden = clients.length > 0;
+    for (const c of clients) {
+      const card = document.createElement('article');
+      card.className = 'card';
+      const head = document.createElement('header');
+      head.className = 'card-head';
+      const name = document.createElement('span');
+      name.className = 'server';
+      name.textContent = c.name;
+      head.append(name);
+      const meta = document.createElement('dl');
+      meta.className = 'meta';
+      for (const [k, v] of [['Client', c.clientId], ['Scope', c.scope], ['Granted by', c.approvers.join(', ') || '—'], ['Since', new Date(c.createdAt).toLocaleString()]]) {
+        const r = document.createElement('div');
+        r.className = 'row';
+        const dt = document.createElement('dt');
+        dt.textContent = k;
+        const dd = document.createElement('dd');
+        dd.textContent = v;
+        r.append(dt, dd);
+        meta.append(r);
+      }
+      const actions = document.createElement('div');
+      actions.className = 'actions';
+      const revoke = document.createElement('button');
+      revoke.type = 'button';
+      revoke.className = 'danger';
+      revoke.textContent = 'Revoke';
+      revoke.addEventListener('click', async () => {
+        revoke.disabled = true;
+        try {
+          await api('POST', '/api/oauth/clients/revoke', { clientId: c.clientId });
+          flash(`${c.name} is signed out; it must sign in again.`);
+          loadClients();
+        } catch (err) {
+          $('#clients-error').textContent = err.message;
+          revoke.disabled = false;
+        }
+      });
+      actions.append(revoke);
+      card.append(head, meta, actions);
+      list.append(card);
+    }
   }
 
   // focusCard brings the card a link named into view. Once the pending list
