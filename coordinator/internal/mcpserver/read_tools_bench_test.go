@@ -62,7 +62,8 @@ func BenchmarkReadToolsUnderWrites(b *testing.B) {
 	metrics := []string{"cpu", "memory", "load", "disk:/", "disk:/var", "disk:/boot/efi"}
 	fillHistory(b, hist, simfleet.Name(historyServer), time.Now(), 7*24*time.Hour, metrics,
 		func(m string, at time.Time) float64 { return 40 + 30*math.Sin(float64(at.Unix())/3600) })
-	d.Store = historyStore{memStore: d.Store.(memStore), history: hist}
+	hs := historyStore{memStore: d.Store.(memStore), history: hist}
+	d.Store, d.Deps.Store = hs, hs // the tools' store and the read model's
 	cs := memSession(b, d)
 	app := fleetview.New(d.Deps)
 
