@@ -437,7 +437,8 @@ if go test -c -o "$tmp/graph.test" ./coordinator/internal/graph >"$tmp/graph-bui
   go test -c -o "$tmp/store.test" ./coordinator/internal/store >>"$tmp/graph-build.log" 2>&1 &&
   go test -c -o "$tmp/command.test" ./coordinator/internal/command >>"$tmp/graph-build.log" 2>&1 &&
   go test -c -o "$tmp/telemetry.test" ./coordinator/internal/telemetry >>"$tmp/graph-build.log" 2>&1 &&
-  go test -c -o "$tmp/notify.test" ./coordinator/internal/notify >>"$tmp/graph-build.log" 2>&1; then
+  go test -c -o "$tmp/notify.test" ./coordinator/internal/notify >>"$tmp/graph-build.log" 2>&1 &&
+  go test -c -o "$tmp/oauth.test" ./coordinator/internal/oauth >>"$tmp/graph-build.log" 2>&1; then
   graphbench=(
     -gobench "$tmp/graph.test|$ROOT/coordinator/internal/graph|^Benchmark(Incidents|IncidentReport|BlastRadius|New|Topology)\$|graph work only, on 10,000 targets and 30,000 links (IncidentReport: New + the report with 25 at-risk each, the tool's graph path; aim under 20 ms)"
     -gobench "$tmp/mcp.test|$ROOT/coordinator/internal/mcpserver|^BenchmarkTools\$|a whole tool call over an in-memory MCP session on 10,000 targets and 30,000 links: graph, report, the SDK's JSON and schema validation, the client's decoding (steady: graph reused; cold: built anew); aim under 20 ms"
@@ -448,6 +449,7 @@ if go test -c -o "$tmp/graph.test" ./coordinator/internal/graph >"$tmp/graph-bui
     -gobench "$tmp/mcp.test|$ROOT/coordinator/internal/mcpserver|^BenchmarkGetMetricsWeek\$|get_metrics' whole path over an in-memory MCP session for one server with a full week of history (cpu, memory, load, four disks) in the embedded store: the default hour, a day, the week; with its answer's size in both forms"
     -gobench "$tmp/mcp.test|$ROOT/coordinator/internal/mcpserver|^BenchmarkToolAnswerSizes\$|each tool's answer, in characters of text and of structured content, over an in-memory MCP session on a simulated fleet of 10,000 servers with 1,000 resources, 30,000 links, 2,000 attack sources and 200 failed units (a root cause explaining 5,000 targets): without arguments and with arguments that ask for more"
     -gobench "$tmp/notify.test|$ROOT/coordinator/internal/notify|^BenchmarkApprovalWithDeadReceiver\$|a command asked and approved up to its dispatch on one coordinator on SQLite: with no notifier, and with notifiers whose receivers take the connection and never answer (the webhook alone; a webhook, Slack, ntfy and SMTP together); telling people must not slow an approval"
+    -gobench "$tmp/oauth.test|$ROOT/coordinator/internal/oauth|^BenchmarkVerify\$|the check of a bearer token on every MCP call, in the embedded store: an OAuth access token (hash lookup, client, audience, expiry) next to a static token (the bearer package's verifier)"
     -gobench "$tmp/telemetry.test|$ROOT/coordinator/internal/telemetry|^BenchmarkFleetScrape\$|a scrape of /metrics/fleet on 10,000 servers (four disks each, a tenth offline, 1,000 resources): the whole fleet plain and gzipped as Prometheus asks for it, and one district of 500; the body's size and series"
   )
 else
