@@ -23,6 +23,7 @@ var notState = map[string]string{
 	"coordinator/harness/cmd/gridcity-bench/report.go":  "benchmark output",
 	"coordinator/harness/cmd/gridcity-fleet/demo.go":    "the demo's config, written again by every demo run",
 	"coordinator/harness/pgtest/pgtest.go":              "tests' throwaway PostgreSQL: its password file, gone with the test",
+	"coordinator/harness/certtest/certtest.go":          "tests' certificates, in the test's temporary directory",
 	"coordinator/harness/notifytest/smtp.go":            "tests' SMTP server: its CA certificate, in the test's temporary directory",
 	"coordinator/harness/netlab/requirements.go":        "test fleet: a policy-rc.d while packages install",
 	"coordinator/harness/netlab/services.go":            "test fleet: services' throwaway configs",
