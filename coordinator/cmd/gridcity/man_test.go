@@ -20,7 +20,7 @@ const manFile = "../../../docs/man/gridcity.1"
 // the arguments that make it print its flags.
 var manCommands = []struct{ name, args string }{
 	{"serve", "serve"}, {"join", "join"}, {"mcp", "mcp"}, {"mcp \\-\\-stdio", "mcp --stdio"}, {"mcp tools", "mcp tools"},
-	{"token", "token"}, {"agents", "agents"}, {"approver", "approver"}, {"audit", "audit"},
+	{"token", "token"}, {"agents", "agents"}, {"approver", "approver"}, {"audit", "audit"}, {"audit verify", "audit verify"},
 }
 
 // machineDefaults replace defaults that depend on who runs the command.

@@ -92,10 +92,8 @@ func (s *SQLite) SaveRequestAudited(ctx context.Context, r RequestRecord, steps 
 		return fmt.Errorf("save request %s: %w", r.ID, err)
 	}
 	defer tx.Rollback()
-	for _, e := range steps {
-		if err := appendAudit(ctx, tx, e); err != nil {
-			return err
-		}
+	if err := appendChainSQLite(ctx, tx, steps...); err != nil {
+		return err
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO requests(id, server, token, status, created_at, body) VALUES (?,?,?,?,?,?)
 		ON CONFLICT(id) DO UPDATE SET status = excluded.status, body = excluded.body`, r.ID, r.Server, r.Token, r.Status, ms(r.CreatedAt), r.Body); err != nil {
@@ -147,34 +145,42 @@ func (s *SQLite) Requests(ctx context.Context, limit int, statuses ...string) ([
 }
 
 func (s *SQLite) AppendAudit(ctx context.Context, e AuditEntry) error {
-	return appendAudit(ctx, s.w, e)
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("write audit row (%s %s): %w", e.Step, e.RequestID, err)
+	}
+	defer tx.Rollback()
+	if err := appendChainSQLite(ctx, tx, e); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
-// auditOnce inserts an audit row unless its request has one of its step.
-const auditOnce = `INSERT INTO audit(at, request_id, step, actor, detail) SELECT $1,$2,$3,$4,$5
-		WHERE NOT EXISTS (SELECT 1 FROM audit WHERE request_id = $2 AND step = $3)`
+// auditExists says whether a request has an audit row of a step.
+const auditExists = `SELECT EXISTS (SELECT 1 FROM audit WHERE request_id = $1 AND step = $2)`
 
-// AppendAuditOnce is one statement in SQLite's single writer: nothing
-// can write between its check and its insert.
+// AppendAuditOnce checks and appends in one transaction of SQLite's single
+// writer: nothing can write between its check and its insert.
 func (s *SQLite) AppendAuditOnce(ctx context.Context, e AuditEntry) (bool, error) {
-	res, err := s.w.ExecContext(ctx, auditOnce, ms(e.At), e.RequestID, e.Step, e.Actor, e.Detail)
+	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("write audit row (%s %s): %w", e.Step, e.RequestID, err)
 	}
-	n, err := res.RowsAffected()
-	return n > 0, err
-}
-
-// execer is a connection or a transaction.
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
-func appendAudit(ctx context.Context, db execer, e AuditEntry) error {
-	if _, err := db.ExecContext(ctx, `INSERT INTO audit(at, request_id, step, actor, detail) VALUES (?,?,?,?,?)`, ms(e.At), e.RequestID, e.Step, e.Actor, e.Detail); err != nil {
-		return fmt.Errorf("write audit row (%s %s): %w", e.Step, e.RequestID, err)
+	defer tx.Rollback()
+	var exists bool
+	if err := tx.QueryRowContext(ctx, auditExists, e.RequestID, e.Step).Scan(&exists); err != nil {
+		return false, fmt.Errorf("write audit row (%s %s): %w", e.Step, e.RequestID, err)
 	}
-	return nil
+	if exists {
+		return false, nil
+	}
+	if err := appendChainSQLite(ctx, tx, e); err != nil {
+		return false, err
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("write audit row (%s %s): %w", e.Step, e.RequestID, err)
+	}
+	return true, nil
 }
 
 func (s *SQLite) Audit(ctx context.Context, requestID string, limit int) ([]AuditEntry, error) {

@@ -99,7 +99,6 @@ func scanHandoff(scan func(...any) error) (Handoff, error) {
 }
 
 const (
-	sqlInsertAudit   = `INSERT INTO audit(at, request_id, step, actor, detail) VALUES (?,?,?,?,?)`
 	sqlInsertRequest = `INSERT INTO requests(id, server, token, status, created_at, body) VALUES (?,?,?,?,?,?)`
 	sqlPending       = `SELECT COUNT(*) FROM requests WHERE token = ? AND status = 'pending' AND created_at > ?`
 )
@@ -123,10 +122,8 @@ func (s *SQLite) SwapRequestAudited(ctx context.Context, expect string, r Reques
 	case cur != expect:
 		return conflict(r, expect, cur)
 	}
-	for _, e := range steps {
-		if _, err := tx.ExecContext(ctx, sqlInsertAudit, ms(e.At), e.RequestID, e.Step, e.Actor, nonNil(e.Detail)); err != nil {
-			return fmt.Errorf("write audit row (%s %s): %w", e.Step, e.RequestID, err)
-		}
+	if err := appendChainSQLite(ctx, tx, steps...); err != nil {
+		return err
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE requests SET status = ?, body = ? WHERE id = ?`, r.Status, nonNil(r.Body), r.ID); err != nil {
 		return fmt.Errorf("save request %s (%s): %w", r.ID, r.Status, err)
@@ -169,10 +166,8 @@ func (s *SQLite) CreateRequestLimited(ctx context.Context, r RequestRecord, limi
 	if n >= limit {
 		return n, tooMany(r.Token, n)
 	}
-	for _, e := range steps {
-		if _, err := tx.ExecContext(ctx, sqlInsertAudit, ms(e.At), e.RequestID, e.Step, e.Actor, nonNil(e.Detail)); err != nil {
-			return n, fmt.Errorf("write audit row (%s %s): %w", e.Step, e.RequestID, err)
-		}
+	if err := appendChainSQLite(ctx, tx, steps...); err != nil {
+		return n, err
 	}
 	if _, err := tx.ExecContext(ctx, sqlInsertRequest, r.ID, r.Server, r.Token, r.Status, ms(r.CreatedAt), nonNil(r.Body)); err != nil {
 		return n, fmt.Errorf("record request %s: %w", r.ID, err)
@@ -215,9 +210,6 @@ func (p *Postgres) SwapRequestAudited(ctx context.Context, expect string, r Requ
 			return conflict(r, expect, cur)
 		}
 		b := &pgx.Batch{}
-		for _, e := range steps {
-			b.Queue(pgInsertAudit, ms(e.At), e.RequestID, e.Step, e.Actor, nonNil(e.Detail))
-		}
 		if h != nil {
 			b.Queue(`INSERT INTO handoffs(request_id, replica, sealed, created_at, auth) VALUES ($1,$2,$3,$4,$5)
 				ON CONFLICT(request_id) DO UPDATE SET replica = excluded.replica, sealed = excluded.sealed, created_at = excluded.created_at, auth = excluded.auth`,
@@ -227,12 +219,11 @@ func (p *Postgres) SwapRequestAudited(ctx context.Context, expect string, r Requ
 		}
 		// Delivered when the transaction commits, never before.
 		b.Queue(`SELECT pg_notify($1, $2)`, RequestsChannel, r.ID)
-		return sendBatch(ctx, tx, b, func(i int) string {
-			if i < len(steps) {
-				return fmt.Sprintf("write audit row (%s %s)", steps[i].Step, steps[i].RequestID)
-			}
-			return fmt.Sprintf("hand-off and notice of request %s", r.ID)
-		})
+		if err := sendBatch(ctx, tx, b, func(int) string { return fmt.Sprintf("hand-off and notice of request %s", r.ID) }); err != nil {
+			return err
+		}
+		// The chain's lock last, after the request's row lock.
+		return appendChainPostgres(ctx, tx, steps...)
 	})
 }
 
@@ -254,17 +245,13 @@ func (p *Postgres) CreateRequestLimited(ctx context.Context, r RequestRecord, li
 			return tooMany(r.Token, n)
 		}
 		b := &pgx.Batch{}
-		for _, e := range steps {
-			b.Queue(pgInsertAudit, ms(e.At), e.RequestID, e.Step, e.Actor, nonNil(e.Detail))
-		}
 		b.Queue(`INSERT INTO requests(id, server, token, status, created_at, body) VALUES ($1,$2,$3,$4,$5,$6)`, r.ID, r.Server, r.Token, r.Status, ms(r.CreatedAt), nonNil(r.Body))
 		b.Queue(`SELECT pg_notify($1, $2)`, RequestsChannel, r.ID)
-		return sendBatch(ctx, tx, b, func(i int) string {
-			if i < len(steps) {
-				return fmt.Sprintf("write audit row (%s %s)", steps[i].Step, steps[i].RequestID)
-			}
-			return fmt.Sprintf("record request %s", r.ID)
-		})
+		if err := sendBatch(ctx, tx, b, func(int) string { return fmt.Sprintf("record request %s", r.ID) }); err != nil {
+			return err
+		}
+		// The chain's lock last, after the request's row.
+		return appendChainPostgres(ctx, tx, steps...)
 	})
 	return n, err
 }

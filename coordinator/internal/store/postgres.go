@@ -158,6 +158,10 @@ var pgMigrations = []string{
 	handoffAuthPostgres,
 	// 8: OAuth clients, authorization codes and tokens (see oauth.go).
 	oauthTables,
+	// 9: the audit log as a hash chain (see chain.go); the rows written
+	// before it are chained in Go in the same transaction, under the
+	// schema lock.
+	auditChainColumns,
 }
 
 // IsPostgresURL says whether a store URL names a PostgreSQL database.
@@ -282,6 +286,11 @@ func (p *Postgres) migrate(ctx context.Context) error {
 		for i := v; i < len(pgMigrations); i++ {
 			if _, err := tx.Exec(ctx, pgMigrations[i]); err != nil {
 				return fmt.Errorf("migration %d: %w", i+1, err)
+			}
+			if pgMigrations[i] == auditChainColumns {
+				if err := backfillPostgres(ctx, tx); err != nil {
+					return fmt.Errorf("migration %d: %w", i+1, err)
+				}
 			}
 			if _, err := tx.Exec(ctx, `INSERT INTO schema_version(version) VALUES ($1)`, i+1); err != nil {
 				return err
@@ -596,26 +605,18 @@ func (p *Postgres) DeleteSession(ctx context.Context, hash []byte) error {
 	return err
 }
 
-const pgInsertAudit = `INSERT INTO audit(at, request_id, step, actor, detail) VALUES ($1,$2,$3,$4,$5)`
-
 func (p *Postgres) SaveRequestAudited(ctx context.Context, r RequestRecord, steps ...AuditEntry) error {
 	if len(steps) == 0 {
 		return fmt.Errorf("save request %s: no audit row records the change; every change of a request is audited", r.ID)
 	}
 	last := steps[len(steps)-1].Step
 	err := p.pool.BeginFunc(ctx, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		for _, e := range steps {
-			b.Queue(pgInsertAudit, ms(e.At), e.RequestID, e.Step, e.Actor, nonNil(e.Detail))
+		if _, err := tx.Exec(ctx, `INSERT INTO requests(id, server, token, status, created_at, body) VALUES ($1,$2,$3,$4,$5,$6)
+			ON CONFLICT(id) DO UPDATE SET status = excluded.status, body = excluded.body`, r.ID, r.Server, r.Token, r.Status, ms(r.CreatedAt), nonNil(r.Body)); err != nil {
+			return fmt.Errorf("save request %s (%s): %w", r.ID, last, err)
 		}
-		b.Queue(`INSERT INTO requests(id, server, token, status, created_at, body) VALUES ($1,$2,$3,$4,$5,$6)
-			ON CONFLICT(id) DO UPDATE SET status = excluded.status, body = excluded.body`, r.ID, r.Server, r.Token, r.Status, ms(r.CreatedAt), nonNil(r.Body))
-		return sendBatch(ctx, tx, b, func(i int) string {
-			if i < len(steps) {
-				return fmt.Sprintf("write audit row (%s %s)", steps[i].Step, steps[i].RequestID)
-			}
-			return fmt.Sprintf("save request %s (%s)", r.ID, last)
-		})
+		// The chain's lock last, after the request's row lock.
+		return appendChainPostgres(ctx, tx, steps...)
 	})
 	if err != nil {
 		return fmt.Errorf("save request %s (%s): %w", r.ID, last, err)
@@ -662,9 +663,12 @@ func (p *Postgres) AppendAuditOnce(ctx context.Context, e AuditEntry) (bool, err
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('gridcity audit once'), hashtext($1 || chr(1) || $2))`, e.RequestID, e.Step); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, auditOnce, ms(e.At), e.RequestID, e.Step, e.Actor, nonNil(e.Detail))
-		written = tag.RowsAffected() > 0
-		return err
+		var exists bool
+		if err := tx.QueryRow(ctx, auditExists, e.RequestID, e.Step).Scan(&exists); err != nil || exists {
+			return err
+		}
+		written = true
+		return appendChainPostgres(ctx, tx, e)
 	})
 	if err != nil {
 		return false, fmt.Errorf("write audit row (%s %s): %w", e.Step, e.RequestID, err)
@@ -673,10 +677,9 @@ func (p *Postgres) AppendAuditOnce(ctx context.Context, e AuditEntry) (bool, err
 }
 
 func (p *Postgres) AppendAudit(ctx context.Context, e AuditEntry) error {
-	if _, err := p.pool.Exec(ctx, pgInsertAudit, ms(e.At), e.RequestID, e.Step, e.Actor, nonNil(e.Detail)); err != nil {
-		return fmt.Errorf("write audit row (%s %s): %w", e.Step, e.RequestID, err)
-	}
-	return nil
+	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		return appendChainPostgres(ctx, tx, e)
+	})
 }
 
 func (p *Postgres) Audit(ctx context.Context, requestID string, limit int) ([]AuditEntry, error) {

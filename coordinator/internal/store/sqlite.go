@@ -186,6 +186,9 @@ var migrations = []string{
 	handoffAuthSQLite,
 	// 14: OAuth clients, authorization codes and tokens (see oauth.go).
 	oauthTables,
+	// 15: the audit log as a hash chain (see chain.go); the rows written
+	// before it are chained in Go in the same transaction.
+	auditChainColumns,
 }
 
 // OpenSQLite opens (creating if needed) the store at dir/gridcity.db.
@@ -273,6 +276,11 @@ func (s *SQLite) migrate(ctx context.Context) error {
 	for i := v; i < len(migrations); i++ {
 		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
 			return fmt.Errorf("migration %d: %w", i+1, err)
+		}
+		if migrations[i] == auditChainColumns {
+			if err := backfillSQLite(ctx, tx); err != nil {
+				return fmt.Errorf("migration %d: %w", i+1, err)
+			}
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version(version) VALUES (?)`, i+1); err != nil {
 			return err
