@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -66,7 +67,7 @@ func sqlExec(t *testing.T, data, q string) {
 	}
 }
 
-type verifyReport struct {
+type verifyJSON struct {
 	OK           bool
 	Entries      int
 	LastHash     string
@@ -77,16 +78,18 @@ type verifyReport struct {
 		At        string
 		Reason    string
 	}
+	Authenticators approvalCheck
 }
 
-func auditVerify(t *testing.T, data string) (verifyReport, string, error) {
+func auditVerify(t *testing.T, data string, flags ...string) (verifyJSON, string, error) {
 	t.Helper()
-	text, err := gridcity(t, "audit", "verify", "--data", data)
-	out, jerr := gridcity(t, "audit", "verify", "--data", data, "--json")
+	args := append([]string{"audit", "verify", "--data", data}, flags...)
+	text, err := gridcity(t, args...)
+	out, jerr := gridcity(t, append(args, "--json")...)
 	if (err == nil) != (jerr == nil) {
 		t.Fatalf("audit verify: %v; with --json: %v; want the same outcome", err, jerr)
 	}
-	var rep verifyReport
+	var rep verifyJSON
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("audit verify --json: %q: %v", out, err)
 	}
@@ -125,5 +128,29 @@ func TestAuditVerify(t *testing.T) {
 	}
 	if want := fmt.Sprintf("entry %d", 3); !strings.Contains(text, want) || !strings.Contains(text, "removed") {
 		t.Errorf("audit verify printed %q; want it to name %s and a removal", text, want)
+	}
+}
+
+// With the unseal key, audit verify checks each approval's authenticator
+// too: an approval stored without one (decided before they existed) is
+// counted, one whose authenticator does not verify fails its entry.
+func TestAuditVerifyAuthenticators(t *testing.T) {
+	data := auditedStore(t)
+	if rep, text, err := auditVerify(t, data); err != nil || rep.Authenticators.Checked || !strings.Contains(text, "not checked") {
+		t.Fatalf("without a key: %+v, %q, %v; want ok, authenticators not checked", rep, text, err)
+	}
+	key := filepath.Join(t.TempDir(), "unseal.key")
+	if err := os.WriteFile(key, []byte(strings.Repeat("c4", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep, _, err := auditVerify(t, data, "--unseal-key-file", key)
+	if err != nil || !rep.Authenticators.Checked || rep.Authenticators.WithoutAuthenticator != 1 || rep.Authenticators.Verified != 0 {
+		t.Fatalf("with a key: %+v, %v; want ok, one approval without an authenticator", rep, err)
+	}
+	// A forged authenticator, written into the request.
+	sqlExec(t, data, `UPDATE requests SET body = '{"id":"cmd_a","authenticator":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}' WHERE id = 'cmd_a'`)
+	rep, text, err := auditVerify(t, data, "--unseal-key-file", key)
+	if !errors.Is(err, errChainBroken) || rep.FirstFailure == nil || rep.FirstFailure.Step != "approved" || !strings.Contains(text, "authenticator") {
+		t.Fatalf("with a forged authenticator: %+v, %q, %v; want the approved entry to fail", rep, text, err)
 	}
 }

@@ -35,7 +35,7 @@ Usage:
   gridcity agents   list [--json] | revoke NAME
   gridcity approver add NAME | reset NAME | list             # prints a generated password once
   gridcity audit    [--data DIR] [--store URL] [--json] [--request ID]
-  gridcity audit    verify [--data DIR] [--store URL] [--json]   # recheck the hash chain; exit 1 names the first entry that fails
+  gridcity audit    verify [--data DIR] [--store URL] [--unseal-key-file FILE] [--json]   # recheck the hash chain; exit 1 names the first entry that fails
   gridcity version
 
 Every flag also reads GRIDCITY_<FLAG> from the environment (--data: GRIDCITY_DATA).

@@ -3,10 +3,13 @@ package command
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
+	"github.com/gridcity/gridcity/coordinator/internal/sealing"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -71,6 +74,27 @@ func (s *Service) authentic(r Request, h store.Handoff) error {
 	if h.RequestID != r.ID ||
 		!s.cfg.Unseal.Verify(approvalPurpose, approvalMessage(r, nil), r.Authenticator) ||
 		!s.cfg.Unseal.Verify(approvalPurpose, approvalMessage(r, &h), h.Auth) {
+		return errUnauthenticated
+	}
+	return nil
+}
+
+// ErrNoAuthenticator is an approval stored without an authenticator: one
+// decided before approvals carried them.
+var ErrNoAuthenticator = errors.New("the approval has no authenticator")
+
+// VerifyApproval checks, offline, the authenticator of the approval in
+// body (a request as the store keeps it) with the unseal key: what
+// `gridcity audit verify` does for every approved step.
+func VerifyApproval(key *sealing.Key, body []byte) error {
+	var r Request
+	if err := json.Unmarshal(body, &r); err != nil {
+		return fmt.Errorf("read the stored request: %w", err)
+	}
+	if len(r.Authenticator) == 0 {
+		return ErrNoAuthenticator
+	}
+	if !key.Verify(approvalPurpose, approvalMessage(r, nil), r.Authenticator) {
 		return errUnauthenticated
 	}
 	return nil

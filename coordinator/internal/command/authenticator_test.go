@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/gridcity/gridcity/coordinator/internal/sealing"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 )
 
@@ -89,5 +91,29 @@ func TestApprovalIsStoredWithItsAuthenticator(t *testing.T) {
 	}
 	if bytes.Contains(rec.Body, []byte("hunter2")) {
 		t.Fatal("the secret is in the stored request")
+	}
+	// Offline, as `gridcity audit verify` checks it.
+	other, err := sealing.KeyFromBytes(bytes.Repeat([]byte{8}, sealing.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := bytes.Replace(rec.Body, []byte(`"read t"`), []byte(`"read u"`), 1)
+	noAuth := stored
+	noAuth.Authenticator = nil
+	none, _ := json.Marshal(noAuth)
+	for _, tc := range []struct {
+		name string
+		key  *sealing.Key
+		body []byte
+		want error
+	}{
+		{"as stored", testUnseal, rec.Body, nil},
+		{"another key", other, rec.Body, errUnauthenticated},
+		{"command changed", testUnseal, changed, errUnauthenticated},
+		{"no authenticator", testUnseal, none, ErrNoAuthenticator},
+	} {
+		if err := VerifyApproval(tc.key, tc.body); !errors.Is(err, tc.want) {
+			t.Errorf("VerifyApproval (%s) = %v; want %v", tc.name, err, tc.want)
+		}
 	}
 }

@@ -257,8 +257,10 @@ var errStopChain = errors.New("stop")
 // VerifyAuditChain recomputes every link of the audit chain and stops at
 // the first row that fails: a hash that does not match its row means the
 // row was altered; a prev_hash that is not the previous row's hash means
-// a row before it was removed or inserted.
-func VerifyAuditChain(ctx context.Context, r AuditChainReader) (ChainReport, error) {
+// a row before it was removed or inserted. check, when set, is asked of
+// every row whose links hold and fails it by returning a reason (the
+// approvals' authenticators, which this package cannot check).
+func VerifyAuditChain(ctx context.Context, r AuditChainReader, check func(ChainedAudit) (reason string, err error)) (ChainReport, error) {
 	var rep ChainReport
 	prev := ""
 	err := r.AuditChain(ctx, func(c ChainedAudit) error {
@@ -268,6 +270,11 @@ func VerifyAuditChain(ctx context.Context, r AuditChainReader) (ChainReport, err
 			reason = fmt.Sprintf("prev_hash %s is not the previous entry's hash %s: an entry before it was removed or inserted", short(c.PrevHash), short(prev))
 		case AuditHash(c.PrevHash, c.AtMs, c.RequestID, c.Step, c.Actor, c.Detail) != c.Hash:
 			reason = "hash mismatch: the entry was altered after it was written"
+		case check != nil:
+			var err error
+			if reason, err = check(c); err != nil {
+				return err
+			}
 		}
 		if reason != "" {
 			rep.FirstFailure = &ChainFailure{Seq: c.Seq, RequestID: c.RequestID, Step: c.Step, At: c.At.UTC().Format("2006-01-02T15:04:05.000Z07:00"), Reason: reason}

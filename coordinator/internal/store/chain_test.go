@@ -59,7 +59,7 @@ func chainRows(t *testing.T, s Store) []ChainedAudit {
 
 func verify(t *testing.T, s Store) ChainReport {
 	t.Helper()
-	rep, err := VerifyAuditChain(context.Background(), s.(AuditChainReader))
+	rep, err := VerifyAuditChain(context.Background(), s.(AuditChainReader), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
