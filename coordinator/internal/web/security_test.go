@@ -180,6 +180,8 @@ func TestSessionsFromBeforeTheHeader(t *testing.T) {
 		`CREATE TABLE servers (name TEXT PRIMARY KEY, state BLOB NOT NULL, hello BLOB NOT NULL, last_seen INTEGER NOT NULL)`,
 		// The version-1 metrics table, which a later migration turns into buckets.
 		`CREATE TABLE metrics (server TEXT NOT NULL, at INTEGER NOT NULL, cpu REAL NOT NULL, mem REAL NOT NULL, load1 REAL NOT NULL)`,
+		// The version-1 audit table, which a later migration chains.
+		`CREATE TABLE audit (seq INTEGER PRIMARY KEY AUTOINCREMENT, at INTEGER NOT NULL, request_id TEXT NOT NULL, step TEXT NOT NULL, actor TEXT NOT NULL, detail BLOB NOT NULL)`,
 	} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatal(err)
