@@ -235,6 +235,8 @@ func TestCommandApprovedDeniedAndMasked(t *testing.T) {
 			t.Errorf("audit lacks %s", step)
 		}
 	}
+	// With the coordinator's unseal key (DATA/unseal.key), while it serves.
+	auditVerifies(t, 2, "--data", c.data)
 	for _, f := range []string{filepath.Join(c.data, "gridcity.db"), filepath.Join(c.data, "gridcity.db-wal")} {
 		if b, _ := os.ReadFile(f); bytes.Contains(b, []byte("hunter2-secret")) {
 			t.Errorf("the secret is in %s", f)
@@ -443,4 +445,23 @@ func (c *coordinator) auditSteps(t *testing.T, id string) string {
 		}
 	}
 	return strings.Join(steps, ",")
+}
+
+// auditVerifies runs `gridcity audit verify --json` with args: the chain
+// must hold, and at least approvals approvals' authenticators verify.
+func auditVerifies(t *testing.T, approvals int, args ...string) {
+	t.Helper()
+	out, err := run(t, append([]string{"gridcity", "audit", "verify", "--json"}, args...)...)
+	var verified struct {
+		OK             bool
+		Entries        int
+		Authenticators struct {
+			Checked  bool
+			Verified int
+		}
+	}
+	if err != nil || json.Unmarshal([]byte(out), &verified) != nil || !verified.OK || verified.Entries == 0 ||
+		!verified.Authenticators.Checked || verified.Authenticators.Verified < approvals {
+		t.Errorf("audit verify: %s, %v; want ok, %d approvals' authenticators verified", out, err, approvals)
+	}
 }

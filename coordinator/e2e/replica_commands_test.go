@@ -166,6 +166,9 @@ func TestCommandAcrossThreeReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Three replicas appended to one chain; the approval made on C
+	// verifies with the replicas' unseal key.
+	auditVerifies(t, 1, "--data", c.data, "--store", url, "--unseal-key-file", unsealKeyFor(t, url))
 	for _, where := range []string{audit, a.p.out.String(), b.p.out.String(), c.p.out.String()} {
 		if strings.Contains(where, "hunter2-across") {
 			t.Fatal("the secret is in the audit or a replica's log")
