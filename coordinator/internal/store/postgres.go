@@ -613,7 +613,7 @@ func (p *Postgres) SaveRequestAudited(ctx context.Context, r RequestRecord, step
 	err := p.pool.BeginFunc(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO requests(id, server, token, status, created_at, body) VALUES ($1,$2,$3,$4,$5,$6)
 			ON CONFLICT(id) DO UPDATE SET status = excluded.status, body = excluded.body`, r.ID, r.Server, r.Token, r.Status, ms(r.CreatedAt), nonNil(r.Body)); err != nil {
-			return fmt.Errorf("save request %s (%s): %w", r.ID, last, err)
+			return err // wrapped below
 		}
 		// The chain's lock last, after the request's row lock.
 		return appendChainPostgres(ctx, tx, steps...)
