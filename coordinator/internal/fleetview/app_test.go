@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gridcity/gridcity/coordinator/harness/fleettest"
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
@@ -31,7 +32,7 @@ import (
 func TestAppViews(t *testing.T) {
 	ctx := context.Background()
 	db, _ := net.Listen("tcp", "127.0.0.1:0")
-	go acceptAll(db)
+	go fleettest.AcceptAll(db)
 	yaml := fmt.Sprintf(`
 districts:
   - {id: shop, name: Shop, members: [web-1, api-1, orders-db]}
@@ -59,7 +60,7 @@ probes: {interval: 15s, timeout: 1s, failuresBeforeTroubled: 2}
 	api := f.Connect(&gridcityv1.Hello{Name: "api-1"})
 	prober := resources.New(cfg, logger)
 	topo := topology.New(cfg, f, prober)
-	tracker := trackerOf(st, topo, logger)
+	tracker := fleettest.Tracker(st, topo, logger)
 	cmds := command.New(command.Config{}, st, f, nopDispatcher{}, logger)
 	app := New(Deps{Fleet: f, Store: st, Commands: cmds, Topology: topo, Resources: prober, Incidents: tracker, Logger: logger})
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"testing"
 	"time"
 
@@ -12,10 +11,7 @@ import (
 
 	"github.com/gridcity/gridcity/coordinator/harness/fleettest"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
-	"github.com/gridcity/gridcity/coordinator/internal/graph"
-	"github.com/gridcity/gridcity/coordinator/internal/incidents"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
-	"github.com/gridcity/gridcity/coordinator/internal/topology"
 )
 
 // The fixtures of the read model's tests; mcpserver's tests build the same
@@ -25,28 +21,6 @@ import (
 type nopDispatcher struct{}
 
 func (nopDispatcher) Send(string, *gridcityv1.CoordinatorMessage) error { return nil }
-
-func acceptAll(l net.Listener) {
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		c.Close()
-	}
-}
-
-// trackerOf is an incident tracker on st judging topo's graph, as serve
-// wires it.
-func trackerOf(st incidents.Store, topo *topology.Source, logger *slog.Logger) *incidents.Tracker {
-	return incidents.New(st, func() (graph.Report, error) {
-		g, err := topo.Graph()
-		if err != nil {
-			return graph.Report{}, err
-		}
-		return g.Incidents(), nil
-	}, logger)
-}
 
 // fleetAndStore is the store of the fleet model and of the read model,
 // which the tests wire to one store.

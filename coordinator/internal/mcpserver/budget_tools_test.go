@@ -15,6 +15,7 @@ import (
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
+	"github.com/gridcity/gridcity/coordinator/harness/fleettest"
 	"github.com/gridcity/gridcity/coordinator/harness/simfleet"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
@@ -176,7 +177,7 @@ func buildBigFleet(streams map[string]uint64) Deps {
 		prober.HandleResult(simfleet.Name(0), res)
 	}
 	topo := topology.New(cfg, f, prober)
-	tracker := trackerOf(ms, topo, logger)
+	tracker := fleettest.Tracker(ms, topo, logger)
 	return Deps{Deps: fleetview.Deps{Fleet: f, Store: ms, Topology: topo, Resources: prober, Incidents: tracker, Logger: logger}, Store: ms}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/gridcity/gridcity/lib/probe"
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
+	"github.com/gridcity/gridcity/coordinator/harness/fleettest"
 	"github.com/gridcity/gridcity/coordinator/internal/bearer"
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
@@ -65,7 +66,7 @@ func TestDiagnose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go acceptAll(svc)
+	go fleettest.AcceptAll(svc)
 	addr := svc.Addr().String()
 	cfg, err := config.Parse(strings.NewReader(fmt.Sprintf(`
 resources:

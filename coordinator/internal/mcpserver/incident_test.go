@@ -17,13 +17,12 @@ import (
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
+	"github.com/gridcity/gridcity/coordinator/harness/fleettest"
 	"github.com/gridcity/gridcity/coordinator/internal/bearer"
 	"github.com/gridcity/gridcity/coordinator/internal/command"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleet"
 	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
-	"github.com/gridcity/gridcity/coordinator/internal/graph"
-	"github.com/gridcity/gridcity/coordinator/internal/incidents"
 	"github.com/gridcity/gridcity/coordinator/internal/resources"
 	"github.com/gridcity/gridcity/coordinator/internal/store"
 	"github.com/gridcity/gridcity/coordinator/internal/topology"
@@ -37,8 +36,8 @@ func TestIncidentReportNamesTheRootCause(t *testing.T) {
 	db, _ := net.Listen("tcp", "127.0.0.1:0")
 	cache, _ := net.Listen("tcp", "127.0.0.1:0")
 	defer cache.Close()
-	go acceptAll(db)
-	go acceptAll(cache)
+	go fleettest.AcceptAll(db)
+	go fleettest.AcceptAll(cache)
 	yaml := fmt.Sprintf(`
 resources:
   - {id: orders-db, kind: database, engine: tcp, target: %q, timeout: 500ms, interval: 1s}
@@ -66,7 +65,7 @@ probes: {interval: 15s, timeout: 1s, failuresBeforeTroubled: 2}
 	api := f.Connect(&gridcityv1.Hello{Name: "api-1"})
 	prober := resources.New(cfg, logger)
 	topo := topology.New(cfg, f, prober)
-	tracker := trackerOf(st, topo, logger)
+	tracker := fleettest.Tracker(st, topo, logger)
 	tok := "gc_incident"
 	st.CreateToken(ctx, store.Token{Name: "t", Scope: store.ScopeRead, Hash: bearer.Hash(tok), CreatedAt: time.Now()})
 	mux := http.NewServeMux()
@@ -134,26 +133,4 @@ probes: {interval: 15s, timeout: 1s, failuresBeforeTroubled: 2}
 		lr.ResourcesCount != 2 || lr.TroubledCount != 1 || lr.NextAfter != "" {
 		t.Fatalf("resources %+v", lr.Resources)
 	}
-}
-
-func acceptAll(l net.Listener) {
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		c.Close()
-	}
-}
-
-// trackerOf is an incident tracker on st judging topo's graph, as serve
-// wires it.
-func trackerOf(st incidents.Store, topo *topology.Source, logger *slog.Logger) *incidents.Tracker {
-	return incidents.New(st, func() (graph.Report, error) {
-		g, err := topo.Graph()
-		if err != nil {
-			return graph.Report{}, err
-		}
-		return g.Incidents(), nil
-	}, logger)
 }

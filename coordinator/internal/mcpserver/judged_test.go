@@ -14,6 +14,7 @@ import (
 
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 
+	"github.com/gridcity/gridcity/coordinator/harness/fleettest"
 	"github.com/gridcity/gridcity/coordinator/harness/simfleet"
 	"github.com/gridcity/gridcity/coordinator/internal/config"
 	"github.com/gridcity/gridcity/coordinator/internal/fleetview"
@@ -124,22 +125,11 @@ func TestTopologyAfterIsChecked(t *testing.T) {
 // and ended attacks, failed units), one in a hundred offline.
 func writtenFleet(t *testing.T, n int) (Deps, map[string]uint64) {
 	t.Helper()
-	d := fleetOf(t, n, func(r *rand.Rand, i int, now time.Time) *gridcityv1.StateUpdate {
-		st := simfleet.State(i, n, r, now)
-		simfleet.AddTrouble(st, i, now)
-		return st
-	})
+	d := fleetOf(t, n, fleettest.Troubled(n))
 	cfg := config.Default()
 	d.Resources = resources.New(cfg, d.Logger)
 	d.Topology = topology.New(cfg, d.Fleet, d.Resources)
-	streams := map[string]uint64{}
-	for i := range n {
-		// Connect again for the stream ids: the same state follows.
-		name := simfleet.Name(i)
-		if s, ok := d.Fleet.Server(name); ok && s.Online {
-			streams[name] = d.Fleet.Connect(simfleet.Hello(i, "0.9.0"))
-			d.Fleet.Apply(name, streams[name], s.State)
-		}
-	}
+	// Connect again for the stream ids: the same state follows.
+	streams := fleettest.Streams(d.Fleet, n)
 	return d, streams
 }

@@ -14,6 +14,7 @@ import (
 	gridcityv1 "github.com/gridcity/gridcity/proto/gridcity/v1"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/gridcity/gridcity/coordinator/harness/fleettest"
 	"github.com/gridcity/gridcity/coordinator/harness/pgtest"
 	"github.com/gridcity/gridcity/coordinator/internal/bearer"
 	"github.com/gridcity/gridcity/coordinator/internal/command"
@@ -85,7 +86,7 @@ func TestListServersWhileTheStoreIsDownSaysStale(t *testing.T) {
 	cfg := config.Default()
 	prober := resources.New(cfg, logger)
 	topo := topology.New(cfg, b, prober)
-	tracker := trackerOf(st, topo, logger)
+	tracker := fleettest.Tracker(st, topo, logger)
 	e := &env{st: st, cmds: cmds, fleet: b, token: tok, guard: DefaultGuardConfig(),
 		deps: Deps{Deps: fleetview.Deps{Fleet: b, Store: st, Commands: cmds, Topology: topo, Resources: prober, Incidents: tracker, Logger: logger}, Store: st, AppURL: "http://coord-b:4600/", RunWait: 300 * time.Millisecond, WaitAgain: time.Second}}
 	e.srv = e.replica(t)
